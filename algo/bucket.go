@@ -1,0 +1,87 @@
+package algo
+
+// The bucket algorithms, TokenBucket and GCRA, share one exact model.
+//
+// With the rate reduced to l units per p nanoseconds, one unit is worth p
+// "ticks" and a tick drains every 1/l ns. The state of a key reduces to its
+// debt Δ at time now, in ticks: how far the bucket is from full. A fresh key
+// has Δ = 0; debt drains at l ticks per ns; a request of cost n adds n×p and
+// is admitted when the result stays within the capacity Burst×p. GCRA keeps
+// Δ as a theoretical arrival time (TAT = now + Δ/l, with the sub-nanosecond
+// remainder kept exactly); TokenBucket keeps the tokens left at its last
+// update (Burst×p − Δ). Both therefore admit exactly the same requests.
+
+// debt returns Δ at time now for st.
+func (r *Rule) debt(st State, now int64) u128 {
+	if st == (State{}) {
+		return u128{}
+	}
+	if r.alg == GCRA {
+		tat, frac := st[0], uint64(st[1])
+		if tat < now {
+			return u128{}
+		}
+		return mul(uint64(tat-now), r.l).add(wide(frac))
+	}
+	last, tokens, frac := st[0], uint64(st[1]), uint64(st[2])
+	deficit := r.capacity.sub(mul(tokens, r.p).add(wide(frac)))
+	if now >= last {
+		return deficit.subFloor(mul(uint64(now-last), r.l))
+	}
+	// The state is anchored in the future (a reservation, or a clock that
+	// stepped back): the debt is larger by what drains until then.
+	return deficit.add(mul(uint64(last-now), r.l))
+}
+
+// state encodes debt Δ at time now as a State of the rule's algorithm.
+// For TokenBucket, Δ must not exceed the capacity.
+func (r *Rule) state(debt u128, now int64) State {
+	if r.alg == GCRA {
+		q, rem := debt.divmod(r.l)
+		return State{now + q.int64(), int64(rem)}
+	}
+	q, rem := r.capacity.sub(debt).divmod(r.p)
+	return State{now, q.int64(), int64(rem)}
+}
+
+func (r *Rule) evalBucket(st State, now, n int64) (State, Status) {
+	d := r.debt(st, now)
+	cost := n
+	if n == 0 {
+		cost = 1
+	}
+	room := r.capacity.sub(mul(uint64(cost), r.p)) // debt allowed before the request
+	s := Status{Limit: r.count, Allowed: !room.less(d)}
+	next := st
+	if s.Allowed && n > 0 {
+		d = d.add(mul(uint64(n), r.p))
+		next = r.state(d, now)
+	}
+	if !s.Allowed {
+		s.RetryAfter = d.sub(room).divCeil(r.l)
+	}
+	s.Remaining = max(r.burst-d.divCeil(r.p), 0)
+	s.ResetAfter = d.divCeil(r.l)
+	return next, s
+}
+
+// Wait returns how long from now a request of cost n must wait until st
+// admits it: zero if it is admitted now. It applies to bucket rules only.
+func (r *Rule) Wait(st State, now, n int64) int64 {
+	d := r.debt(st, now)
+	room := r.capacity.sub(mul(uint64(n), r.p))
+	if !room.less(d) {
+		return 0
+	}
+	return d.sub(room).divCeil(r.l)
+}
+
+// Refund gives n units back to a bucket state at time now, as when a
+// reservation is cancelled: the debt shrinks by n units, never below zero.
+func (r *Rule) Refund(st State, now, n int64) State {
+	d := r.debt(st, now).subFloor(mul(uint64(n), r.p))
+	if d.isZero() {
+		return State{}
+	}
+	return r.state(d, now)
+}

@@ -1,0 +1,347 @@
+// Package sluice is a rate limiter for Go APIs: one keyed limiter serves any
+// number of clients, IPs, API keys, endpoints or global resources, with the
+// classic algorithms computed exactly in integers and a choice of stores.
+//
+// A Limiter applies a Policy (one or more Limits checked together, such as
+// 10 per second AND 1000 per hour) to keys in a Store. Package memstore is
+// the embedded in-memory store; package redisstore shares limits between
+// processes through Redis.
+//
+//	store := memstore.New(memstore.Options{})
+//	defer store.Close()
+//	lim, err := sluice.New(store, "api", sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Second})
+//	...
+//	d, err := lim.Allow(ctx, clientIP)
+//	if err == nil && !d.Allowed {
+//		// answer 429 with Retry-After: d.RetryAfter
+//	}
+//
+// # Algorithms
+//
+// TokenBucket and GCRA (the leaky bucket as a meter) admit bursts of up to
+// Burst and then Count per Period; they admit exactly the same requests and
+// differ only in the state they keep. FixedWindow counts per aligned window
+// and can let 2×Count through across a window boundary. SlidingWindow weighs
+// the previous window's count by how much of it still overlaps the sliding
+// window. SlidingLog keeps one timestamp per request and never admits more
+// than Count in any window of one Period. The leaky bucket as a queue, which
+// delays requests instead of rejecting them, is Reserve and Wait on a bucket
+// policy. See package algo for the arithmetic.
+//
+// # Decisions and errors
+//
+// A denial is a result, not an error: Allow returns a Decision whose Allowed
+// field is false, with RetryAfter and ResetAfter set so that the caller can
+// answer 429 with Retry-After and X-RateLimit headers without further
+// computation. An error means no decision could be made: an invalid cost,
+// or a store that failed.
+//
+// A Limiter is safe for concurrent use by multiple goroutines. Its zero value
+// is not usable; build one with New.
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/algo"
+)
+
+// Algorithm names a rate-limiting algorithm; see package algo.
+type Algorithm = algo.Algorithm
+
+// The algorithms, by their configuration names.
+const (
+	TokenBucket   = algo.TokenBucket   // "token_bucket"
+	GCRA          = algo.GCRA          // "gcra"
+	FixedWindow   = algo.FixedWindow   // "fixed_window"
+	SlidingWindow = algo.SlidingWindow // "sliding_window"
+	SlidingLog    = algo.SlidingLog    // "sliding_log"
+)
+
+// ParseAlgorithm returns the algorithm with the given configuration name,
+// such as "token_bucket".
+func ParseAlgorithm(name string) (Algorithm, error) { return algo.ParseAlgorithm(name) }
+
+// MaxLimits is the most Limits one Policy may hold.
+const MaxLimits = 8
+
+// Errors. Match them with errors.Is.
+var (
+	// ErrInvalidLimit reports a Limit that can never work: a zero or
+	// negative count or period, an unknown algorithm, a burst on a window
+	// algorithm, or a value beyond the documented bounds of package algo.
+	ErrInvalidLimit = errors.New("sluice: invalid limit")
+	// ErrInvalidCost reports a cost below 1.
+	ErrInvalidCost = algo.ErrInvalidCost
+	// ErrCostExceedsCapacity reports a cost that the policy could never
+	// admit, however long the caller waited.
+	ErrCostExceedsCapacity = algo.ErrCostExceedsCapacity
+	// ErrReserveUnsupported reports Reserve or Wait on a policy with a
+	// window algorithm; only TokenBucket and GCRA can schedule requests.
+	ErrReserveUnsupported = errors.New("sluice: reserve needs token_bucket or gcra limits")
+)
+
+// Limit is one rate limit: Count units per Period, computed by Algorithm.
+type Limit struct {
+	// Algorithm selects the algorithm. Required.
+	Algorithm Algorithm
+	// Count is the number of units (requests, or their cost) admitted per
+	// Period. Required; at most algo.MaxCount, and at most algo.MaxLogCount
+	// for SlidingLog.
+	Count int64
+	// Period is the window or refill period. Required; at most
+	// algo.MaxPeriod. Count/Period is at most algo.MaxRate per second.
+	Period time.Duration
+	// Burst is the most units TokenBucket and GCRA admit at once from a
+	// fresh key. Zero means Count. Window algorithms take no Burst.
+	Burst int64
+}
+
+// String returns a compact form such as "gcra 10/1s burst 20".
+func (l Limit) String() string {
+	r, err := l.compile()
+	if err != nil {
+		return fmt.Sprintf("%s %d/%v burst %d (invalid)", l.Algorithm, l.Count, l.Period, l.Burst)
+	}
+	return r.String()
+}
+
+// Validate reports whether the limit can be used, with an error wrapping
+// ErrInvalidLimit that names the offending value.
+func (l Limit) Validate() error {
+	_, err := l.compile()
+	return err
+}
+
+func (l Limit) compile() (algo.Rule, error) {
+	r, err := algo.Compile(l.Algorithm, l.Count, l.Period, l.Burst)
+	if err != nil {
+		return r, fmt.Errorf("%w: %w", ErrInvalidLimit, err)
+	}
+	return r, nil
+}
+
+// Policy is a named set of limits applied together to every key: a request
+// is admitted only if every limit admits it, and then it is charged to all of
+// them; a rejected request is charged to none. The name is the policy's key
+// space: two policies never share counters unless they have the same name
+// and the same limits. A Policy is immutable and safe for concurrent use.
+type Policy struct {
+	name   string
+	limits []Limit
+	rules  []algo.Rule
+	ids    []string
+	slots  []uint32
+	bucket bool // every rule is a bucket rule
+}
+
+// slots numbers rule IDs within the process, so that in-process stores can
+// key state by a small integer instead of a string.
+var slots struct {
+	sync.Mutex
+	m map[string]uint32
+}
+
+func slotOf(id string) uint32 {
+	slots.Lock()
+	defer slots.Unlock()
+	if slots.m == nil {
+		slots.m = make(map[string]uint32)
+	}
+	n, ok := slots.m[id]
+	if !ok {
+		n = uint32(len(slots.m)) + 1
+		slots.m[id] = n
+	}
+	return n
+}
+
+// NewPolicy validates the limits and returns a policy. The name must be
+// non-empty, at most 200 bytes, and free of control characters.
+func NewPolicy(name string, limits ...Limit) (*Policy, error) {
+	if name == "" || len(name) > 200 || strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return nil, fmt.Errorf("%w: policy name %q must be 1 to 200 bytes without control characters", ErrInvalidLimit, name)
+	}
+	if len(limits) == 0 || len(limits) > MaxLimits {
+		return nil, fmt.Errorf("%w: policy %q has %d limits, want 1 to %d", ErrInvalidLimit, name, len(limits), MaxLimits)
+	}
+	p := &Policy{name: name, limits: append([]Limit(nil), limits...), bucket: true}
+	for i, l := range limits {
+		r, err := l.compile()
+		if err != nil {
+			return nil, fmt.Errorf("policy %q limit %d: %w", name, i, err)
+		}
+		p.rules = append(p.rules, r)
+		id := fmt.Sprintf("%s|%d|%s|%d|%d|%d", name, i, r.Algorithm(), r.Count(), int64(r.Period()), r.Burst())
+		p.ids = append(p.ids, id)
+		p.slots = append(p.slots, slotOf(id))
+		p.bucket = p.bucket && l.Algorithm.IsBucket()
+	}
+	return p, nil
+}
+
+// Name returns the policy's name.
+func (p *Policy) Name() string { return p.name }
+
+// Limits returns a copy of the policy's limits.
+func (p *Policy) Limits() []Limit { return append([]Limit(nil), p.limits...) }
+
+// Len returns the number of limits.
+func (p *Policy) Len() int { return len(p.rules) }
+
+// Rule returns the compiled form of limit i, for stores.
+func (p *Policy) Rule(i int) *algo.Rule { return &p.rules[i] }
+
+// ID returns a string that identifies limit i across processes: the policy
+// name, the index and the limit's definition. Stores key their state by it,
+// so that changing a limit's definition starts it afresh instead of reading
+// state of another shape.
+func (p *Policy) ID(i int) string { return p.ids[i] }
+
+// Slot returns a process-wide number for ID(i): equal IDs get equal numbers.
+// In-process stores key state by it.
+func (p *Policy) Slot(i int) uint32 { return p.slots[i] }
+
+// CanReserve reports whether every limit is a bucket limit, as Reserve and
+// Wait require.
+func (p *Policy) CanReserve() bool { return p.bucket }
+
+// CheckCost returns an error if n is not a cost that every limit could admit.
+func (p *Policy) CheckCost(n int64) error {
+	for i := range p.rules {
+		if err := p.rules[i].CheckCost(n); err != nil {
+			return fmt.Errorf("policy %q limit %d: %w", p.name, i, err)
+		}
+	}
+	return nil
+}
+
+// Decision is the answer for one request. It carries what a caller needs to
+// answer 429 Too Many Requests and to send rate-limit headers.
+type Decision struct {
+	// Allowed reports whether the request was admitted (and charged).
+	Allowed bool
+	// Limit is the Count of the binding limit: when allowed, the limit with
+	// the fewest units remaining; when denied, the denying limit with the
+	// longest RetryAfter.
+	Limit int64
+	// Remaining is how many units the binding limit would still admit now.
+	Remaining int64
+	// RetryAfter is how long until the same request would be admitted, if
+	// nothing else is admitted meanwhile. Zero when allowed.
+	RetryAfter time.Duration
+	// ResetAfter is how long until the binding limit is back to full.
+	ResetAfter time.Duration
+	// Delay is, for Reserve and Wait, how long the caller must wait before
+	// acting. Zero otherwise.
+	Delay time.Duration
+	// Index is the position of the binding limit in the policy.
+	Index int
+	// Time is the store's time of the decision. RetryAfter, ResetAfter and
+	// Delay count from it.
+	Time time.Time
+	// Degraded reports that the decision did not come from the configured
+	// store but from a fallback path (see package redisstore).
+	Degraded bool
+}
+
+// ResetTime returns the time at which the binding limit is full again.
+func (d Decision) ResetTime() time.Time { return d.Time.Add(d.ResetAfter) }
+
+// MakeDecision converts the combined status of a policy's rules at time now
+// (nanoseconds since the Unix epoch) into a Decision. Stores use it.
+func MakeDecision(s algo.Status, now int64) Decision {
+	return Decision{
+		Allowed:    s.Allowed,
+		Limit:      s.Limit,
+		Remaining:  s.Remaining,
+		RetryAfter: time.Duration(s.RetryAfter),
+		ResetAfter: time.Duration(s.ResetAfter),
+		Index:      s.Index,
+		Time:       time.Unix(0, now),
+	}
+}
+
+// Store keeps the state of every key and decides atomically. Implementations
+// must pass the conformance suite in package storetest. Every method is safe
+// for concurrent use; the policy and cost have been validated by the caller.
+type Store interface {
+	// Take decides a request of cost n >= 1 for key under p and charges it
+	// to every limit if, and only if, every limit admits it.
+	Take(ctx context.Context, p *Policy, key string, n int64) (Decision, error)
+	// Peek reports the status of key under p without charging anything:
+	// Allowed tells whether one unit would be admitted now.
+	Peek(ctx context.Context, p *Policy, key string) (Decision, error)
+	// Reserve schedules a request of cost n at the earliest time every
+	// limit admits it, if that is at most maxWait away, and charges it as
+	// of that time. The Decision's Delay says how long to wait; when the
+	// wait would exceed maxWait, nothing is charged and Allowed is false.
+	// p holds bucket limits only.
+	Reserve(ctx context.Context, p *Policy, key string, n int64, maxWait time.Duration) (Decision, error)
+	// Cancel gives back the n units of a reservation due at time at, if
+	// that time has not yet come on the store's clock.
+	Cancel(ctx context.Context, p *Policy, key string, n int64, at time.Time) error
+	// Reset forgets key under p, as if it had never been seen.
+	Reset(ctx context.Context, p *Policy, key string) error
+}
+
+// Limiter applies one Policy to any number of keys in a Store. It is safe for
+// concurrent use.
+type Limiter struct {
+	store  Store
+	policy *Policy
+}
+
+// New returns a limiter for the policy built from name and limits; see
+// NewPolicy.
+func New(store Store, name string, limits ...Limit) (*Limiter, error) {
+	p, err := NewPolicy(name, limits...)
+	if err != nil {
+		return nil, err
+	}
+	return NewWithPolicy(store, p)
+}
+
+// NewWithPolicy returns a limiter for an existing policy.
+func NewWithPolicy(store Store, p *Policy) (*Limiter, error) {
+	if store == nil {
+		return nil, errors.New("sluice: nil store")
+	}
+	if p == nil {
+		return nil, errors.New("sluice: nil policy")
+	}
+	return &Limiter{store: store, policy: p}, nil
+}
+
+// Policy returns the limiter's policy.
+func (l *Limiter) Policy() *Policy { return l.policy }
+
+// Allow is shorthand for AllowN(ctx, key, 1).
+func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
+	return l.store.Take(ctx, l.policy, key, 1)
+}
+
+// AllowN decides a request of cost n for key, charging every limit if all
+// admit it and none otherwise. A cost no limit could ever admit returns an
+// error wrapping ErrCostExceedsCapacity rather than a denial.
+func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
+	if err := l.policy.CheckCost(n); err != nil {
+		return Decision{}, err
+	}
+	return l.store.Take(ctx, l.policy, key, n)
+}
+
+// Peek reports the status of key without charging it.
+func (l *Limiter) Peek(ctx context.Context, key string) (Decision, error) {
+	return l.store.Peek(ctx, l.policy, key)
+}
+
+// Reset forgets key, restoring its full quota.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	return l.store.Reset(ctx, l.policy, key)
+}
