@@ -253,16 +253,16 @@ type Decision struct {
 // ResetTime returns the time at which the binding limit is full again.
 func (d Decision) ResetTime() time.Time { return d.Time.Add(d.ResetAfter) }
 
-// MakeDecision converts the combined status of a policy's rules at time now
-// (nanoseconds since the Unix epoch) into a Decision. Stores use it.
-func MakeDecision(s algo.Status, now int64) Decision {
+// MakeDecision converts the status of the binding limit, limit i of p, at
+// time now (nanoseconds since the Unix epoch) into a Decision. Stores use it.
+func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
 	return Decision{
 		Allowed:    s.Allowed,
-		Limit:      s.Limit,
+		Limit:      p.rules[i].Count(),
 		Remaining:  s.Remaining,
 		RetryAfter: time.Duration(s.RetryAfter),
 		ResetAfter: time.Duration(s.ResetAfter),
-		Index:      s.Index,
+		Index:      i,
 		Time:       time.Unix(0, now),
 	}
 }

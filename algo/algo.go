@@ -151,6 +151,8 @@ type Rule struct {
 	l, p uint64
 	// capacity = burst×p: a full bucket in units of 1/l ns (see bucket.go).
 	capacity u128
+	// Dividers for the divisors of every decision.
+	divL, divP, divPeriod divider
 }
 
 // Compile validates a rule and precomputes what the algorithms need. Burst
@@ -199,6 +201,7 @@ func Compile(alg Algorithm, count int64, period time.Duration, burst int64) (Rul
 		p:      uint64(period) / g,
 	}
 	r.capacity = mul(uint64(burst), r.p)
+	r.divL, r.divP, r.divPeriod = newDivider(r.l), newDivider(r.p), newDivider(uint64(period))
 	if drain := r.capacity.divCeil(r.l); drain > int64(MaxDrain) {
 		return Rule{}, fmt.Errorf("%w: %s: burst %d takes %v to refill at %d per %v, more than %v", ErrInvalidRule, alg, burst, time.Duration(drain), count, period, time.Duration(MaxDrain))
 	}
@@ -245,51 +248,47 @@ func (r *Rule) CheckCost(n int64) error {
 // State is the per-key state of a rule of any algorithm but SlidingLog. The
 // zero State is a key that has never been seen. Its fields mean:
 //
-//	TokenBucket:   last update time, whole tokens, fraction of a token ×p
-//	GCRA:          theoretical arrival time, fraction of a ns ×l, unused
-//	FixedWindow:   window start, count, unused
-//	SlidingWindow: current window start, previous count, current count
-type State [3]int64
+//	              T                          A                 B
+//	TokenBucket:   last update time           whole tokens      fraction of a token ×p
+//	GCRA:          theoretical arrival time   fraction of a ns ×l
+//	FixedWindow:   window start               count
+//	SlidingWindow: current window start       previous count    current count
+//
+// It is a struct of three words rather than an array so that it travels in
+// registers.
+type State struct{ T, A, B int64 }
 
 // Status is the outcome of one rule for one request. Durations are in
-// nanoseconds.
+// nanoseconds. It has four fields so that the compiler keeps it in
+// registers; the rule's Count and its position in a policy are the caller's.
 type Status struct {
 	// Allowed reports whether the request is admitted.
 	Allowed bool
-	// Limit is the rule's Count.
-	Limit int64
 	// Remaining is how many units would still be admitted now, after this
-	// request if it was admitted. It can exceed Limit when Burst does.
+	// request if it was admitted. It can exceed Count when Burst does.
 	Remaining int64
 	// RetryAfter is how long until a request of the same cost would be
 	// admitted, if nothing else is admitted meanwhile; zero when allowed.
 	RetryAfter int64
 	// ResetAfter is how long until the key is back to its fresh state.
 	ResetAfter int64
-	// Index is the position of the rule in its policy. Eval leaves it zero;
-	// stores set it before Combine.
-	Index int
 }
 
-// Combine merges the statuses of several rules charged together into the
-// status of the rule that binds: when all allow, the one with the fewest
-// units remaining (ties: the longest reset); otherwise the denying rule with
-// the longest RetryAfter. Callers start from the first rule's status.
-func Combine(acc, s Status) Status {
+// Binds reports whether status s, of a rule charged together with others,
+// should replace acc as the status that binds the combined decision: when
+// all allow, the one with the fewest units remaining (ties: the longest
+// reset); otherwise the denying rule with the longest RetryAfter. Callers
+// start from the first rule's status.
+func Binds(acc, s Status) bool {
 	switch {
 	case acc.Allowed && s.Allowed:
-		if s.Remaining < acc.Remaining || (s.Remaining == acc.Remaining && s.ResetAfter > acc.ResetAfter) {
-			return s
-		}
-		return acc
+		return s.Remaining < acc.Remaining || (s.Remaining == acc.Remaining && s.ResetAfter > acc.ResetAfter)
 	case acc.Allowed:
-		return s
+		return true
 	case s.Allowed:
-		return acc
-	case s.RetryAfter > acc.RetryAfter:
-		return s
+		return false
 	}
-	return acc
+	return s.RetryAfter > acc.RetryAfter
 }
 
 // Eval decides a request of cost n at time now against state st. It returns

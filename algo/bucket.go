@@ -17,13 +17,13 @@ func (r *Rule) debt(st State, now int64) u128 {
 		return u128{}
 	}
 	if r.alg == GCRA {
-		tat, frac := st[0], uint64(st[1])
+		tat, frac := st.T, uint64(st.A)
 		if tat < now {
 			return u128{}
 		}
 		return mul(uint64(tat-now), r.l).add(wide(frac))
 	}
-	last, tokens, frac := st[0], uint64(st[1]), uint64(st[2])
+	last, tokens, frac := st.T, uint64(st.A), uint64(st.B)
 	deficit := r.capacity.sub(mul(tokens, r.p).add(wide(frac)))
 	if now >= last {
 		return deficit.subFloor(mul(uint64(now-last), r.l))
@@ -37,11 +37,20 @@ func (r *Rule) debt(st State, now int64) u128 {
 // For TokenBucket, Δ must not exceed the capacity.
 func (r *Rule) state(debt u128, now int64) State {
 	if r.alg == GCRA {
-		q, rem := debt.divmod(r.l)
-		return State{now + q.int64(), int64(rem)}
+		q, rem := r.divL.divmod(debt)
+		return State{T: now + q.int64(), A: int64(rem)}
 	}
-	q, rem := r.capacity.sub(debt).divmod(r.p)
-	return State{now, q.int64(), int64(rem)}
+	used, rem := r.divP.divmod(debt)
+	return r.tokens(used.int64(), rem, now)
+}
+
+// tokens returns the TokenBucket state at now for a debt of used whole units
+// plus rem ticks: the bucket holds Burst×p − Δ ticks.
+func (r *Rule) tokens(used int64, rem uint64, now int64) State {
+	if rem == 0 {
+		return State{T: now, A: r.burst - used}
+	}
+	return State{T: now, A: r.burst - used - 1, B: int64(r.p - rem)}
 }
 
 func (r *Rule) evalBucket(st State, now, n int64) (State, Status) {
@@ -51,18 +60,28 @@ func (r *Rule) evalBucket(st State, now, n int64) (State, Status) {
 		cost = 1
 	}
 	room := r.capacity.sub(mul(uint64(cost), r.p)) // debt allowed before the request
-	s := Status{Limit: r.count, Allowed: !room.less(d)}
-	next := st
-	if s.Allowed && n > 0 {
-		d = d.add(mul(uint64(n), r.p))
-		next = r.state(d, now)
-	}
+	s := Status{Allowed: !room.less(d)}
 	if !s.Allowed {
-		s.RetryAfter = d.sub(room).divCeil(r.l)
+		s.RetryAfter = r.divL.divCeil(d.sub(room))
+	} else if n > 0 {
+		d = d.add(mul(uint64(n), r.p))
 	}
-	s.Remaining = max(r.burst-d.divCeil(r.p), 0)
-	s.ResetAfter = d.divCeil(r.l)
-	return next, s
+	// One division by p serves both Remaining and the TokenBucket state.
+	used, rem := r.divP.divmod(d)
+	usedUnits := used.int64()
+	if rem != 0 {
+		usedUnits++ // a partly drained unit is not available
+	}
+	s.Remaining = max(r.burst-usedUnits, 0)
+	s.ResetAfter = r.divL.divCeil(d)
+	if !s.Allowed || n == 0 {
+		return st, s
+	}
+	if r.alg == GCRA {
+		q, frac := r.divL.divmod(d)
+		return State{T: now + q.int64(), A: int64(frac)}, s
+	}
+	return r.tokens(used.int64(), rem, now), s
 }
 
 // Wait returns how long from now a request of cost n must wait until st
@@ -73,7 +92,7 @@ func (r *Rule) Wait(st State, now, n int64) int64 {
 	if !room.less(d) {
 		return 0
 	}
-	return d.sub(room).divCeil(r.l)
+	return r.divL.divCeil(d.sub(room))
 }
 
 // Refund gives n units back to a bucket state at time now, as when a

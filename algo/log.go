@@ -59,7 +59,7 @@ func (lg *Log) resize(n int) {
 func (r *Rule) EvalLog(lg *Log, now, n int64) Status {
 	lg.expire(now, r.period)
 	cost := max(n, 1)
-	s := Status{Limit: r.count, Allowed: lg.sum+cost <= r.count}
+	s := Status{Allowed: lg.sum+cost <= r.count}
 	used := lg.sum
 	if s.Allowed {
 		used += n

@@ -3,21 +3,36 @@ package algo
 // windowStart returns the start of the Period-long window, aligned to the
 // Unix epoch, that contains now.
 func (r *Rule) windowStart(now int64) int64 {
-	return floorDiv(now, r.period) * r.period
+	if now < 0 {
+		return floorDiv(now, r.period) * r.period
+	}
+	return int64(r.divPeriod.div(uint64(now))) * r.period
 }
 
-// evalFixed implements FixedWindow: State{window start, count}.
+// startFor returns the start of the window containing now, skipping the
+// division when now falls in the window starting at known or the next one.
+func (r *Rule) startFor(known, now int64) int64 {
+	switch {
+	case known <= now && now-known < r.period:
+		return known
+	case known <= now && now-known < 2*r.period:
+		return known + r.period
+	}
+	return r.windowStart(now)
+}
+
+// evalFixed implements FixedWindow: State{T: window start, A: count}.
 func (r *Rule) evalFixed(st State, now, n int64) (State, Status) {
-	start, count := r.windowStart(now), int64(0)
-	if st[0] >= start { // the same window, or a clock that stepped back
-		start, count = st[0], st[1]
+	start, count := r.startFor(st.T, now), int64(0)
+	if st.T >= start { // the same window, or a clock that stepped back
+		start, count = st.T, st.A
 	}
 	cost := max(n, 1)
-	s := Status{Limit: r.count, Allowed: count+cost <= r.count}
+	s := Status{Allowed: count+cost <= r.count}
 	next := st
 	if s.Allowed && n > 0 {
 		count += n
-		next = State{start, count}
+		next = State{T: start, A: count}
 	}
 	end := start + r.period - now
 	if !s.Allowed {
@@ -30,18 +45,18 @@ func (r *Rule) evalFixed(st State, now, n int64) (State, Status) {
 	return next, s
 }
 
-// evalSliding implements SlidingWindow: State{current window start, previous
-// count, current count}. The estimate prev×(P−e)/P + cur, with e the time
+// evalSliding implements SlidingWindow: State{T: current window start, A:
+// previous count, B: current count}. The estimate prev×(P−e)/P + cur, with e the time
 // elapsed in the current window, is compared with Count after multiplying
 // through by P, so no division rounds it.
 func (r *Rule) evalSliding(st State, now, n int64) (State, Status) {
-	start := r.windowStart(now)
+	start := r.startFor(st.T, now)
 	prev, cur := int64(0), int64(0)
 	switch {
-	case st[0] >= start: // the same window, or a clock that stepped back
-		start, prev, cur = st[0], st[1], st[2]
-	case st[0]+r.period == start:
-		prev = st[2]
+	case st.T >= start: // the same window, or a clock that stepped back
+		start, prev, cur = st.T, st.A, st.B
+	case st.T+r.period == start:
+		prev = st.B
 	}
 	p := uint64(r.period)
 	e := uint64(max(now-start, 0))
@@ -49,16 +64,17 @@ func (r *Rule) evalSliding(st State, now, n int64) (State, Status) {
 	limit := mul(uint64(r.count), p)   // Count×P
 	cost := max(n, 1)
 	used := weighted.add(mul(uint64(cur+cost), p))
-	s := Status{Limit: r.count, Allowed: !limit.less(used)}
+	s := Status{Allowed: !limit.less(used)}
 	next := st
 	if s.Allowed && n > 0 {
 		cur += n
-		next = State{start, prev, cur}
+		next = State{T: start, A: prev, B: cur}
 	}
 	if !s.Allowed {
 		s.RetryAfter = r.slidingRetry(start, now, prev, cur, cost)
 	}
-	s.Remaining = limit.subFloor(weighted.add(mul(uint64(cur), p))).div(p)
+	rem, _ := r.divPeriod.divmod(limit.subFloor(weighted.add(mul(uint64(cur), p))))
+	s.Remaining = rem.int64()
 	switch {
 	case cur > 0:
 		s.ResetAfter = start + 2*r.period - now

@@ -17,11 +17,12 @@ func (s *Store) janitor(every time.Duration) {
 }
 
 // Sweep runs one expiry pass and returns the number of entries removed. In
-// each shard it looks at samples of entries and removes the expired ones,
-// sampling again while at least a quarter of a sample had expired, up to
-// sweepRounds samples; a shard's lock is held for one shard's pass only. A
-// shard that holds less than a quarter of its peak is rebuilt so that its
-// memory is returned. The janitor calls Sweep every SweepInterval.
+// each shard it examines the next sweepSlots slots after where the last pass
+// stopped, so that repeated passes cover every entry, and removes the
+// expired ones; sliding_log entries are sampled. A shard's lock is held for
+// one shard's pass only, and a shard that holds less than an eighth of its
+// table is shrunk so that its memory is returned. The janitor calls Sweep
+// every SweepInterval.
 func (s *Store) Sweep() int {
 	now := s.sec(s.now(), false)
 	removed := 0
@@ -35,53 +36,59 @@ func (s *Store) Sweep() int {
 }
 
 const (
-	sweepSample = 32
-	sweepRounds = 16
-	// shrinkFloor is the peak below which a shard is never rebuilt.
-	shrinkFloor = 1024
+	sweepSlots  = 4096
+	sweepSample = 64
 )
 
 func (sh *shard) sweep(now uint32) int {
 	removed := 0
-	for range sweepRounds {
-		looked, expired := 0, 0
-		for k, c := range sh.cells {
-			if c.exp <= now {
-				delete(sh.cells, k)
-				expired++
-			}
-			if looked++; looked >= sweepSample {
-				break
-			}
+	t := &sh.tab
+	mask := uint64(len(t.slots) - 1)
+	i := sh.cursor & mask
+	for range min(sweepSlots, len(t.slots)) {
+		if e := &t.slots[i]; e.id.a != 0 && e.exp <= now {
+			// remove shifts a later entry into i: look at i again.
+			t.remove(i)
+			removed++
+			continue
 		}
-		for k, lc := range sh.logs {
-			if lc.exp <= now {
-				delete(sh.logs, k)
-				expired++
-			}
-			if looked++; looked >= 2*sweepSample {
-				break
-			}
+		i = (i + 1) & mask
+	}
+	sh.cursor = i
+	looked := 0
+	for k, lc := range sh.logs {
+		if lc.exp <= now {
+			delete(sh.logs, k)
+			removed++
 		}
-		removed += expired
-		if looked == 0 || expired*4 < looked {
+		if looked++; looked >= sweepSample {
 			break
 		}
 	}
-	// Go maps keep their memory after deletions: rebuild a shard that
-	// has shrunk to a quarter of its peak.
-	if n := len(sh.cells) + len(sh.logs); sh.peak > shrinkFloor && n*4 < sh.peak {
-		sh.cells = shrink(sh.cells)
+	// Return memory once a shard has shrunk to an eighth of its table.
+	if len(t.slots) > minSlots && t.used*8 < len(t.slots) {
+		t.resize(max(minSlots, nextPow2(t.used*2)))
+		sh.cursor = 0
+	}
+	if len(sh.logs) < sh.peak/4 && sh.peak > 1024 {
 		sh.logs = shrink(sh.logs)
-		sh.peak = n
+		sh.peak = len(sh.logs)
 	}
 	return removed
 }
 
+func nextPow2(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
 // shrink copies m into a map sized for its contents; maps.Clone would keep
 // the old table's size.
-func shrink[V any](m map[cellKey]V) map[cellKey]V {
-	out := make(map[cellKey]V, len(m))
+func shrink[V any](m map[id]V) map[id]V {
+	out := make(map[id]V, len(m))
 	for k, v := range m {
 		out[k] = v
 	}

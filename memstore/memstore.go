@@ -61,7 +61,7 @@ type Options struct {
 type Store struct {
 	shards []shard
 	mask   uint64
-	seed   maphash.Seed
+	seeds  [2]maphash.Seed
 	clock  Clock
 	nano   nanoClock // clock's fast form, or nil
 	base   int64     // the clock at New, origin of the second counters
@@ -74,26 +74,13 @@ type Store struct {
 var _ sluice.Store = (*Store)(nil)
 
 type shard struct {
-	mu    sync.Mutex
-	cells map[cellKey]cell
-	logs  map[cellKey]*logCell
-	max   int // entry cap
-	peak  int // most entries held since the maps were last rebuilt
-	_     [64]byte
-}
-
-// cellKey identifies the state of one limit (by its policy slot) for one key.
-type cellKey struct {
-	key  string
-	slot uint32
-}
-
-// cell is the state of one limit for one key. It holds no pointers, so the
-// garbage collector need not scan it.
-type cell struct {
-	st   algo.State
-	exp  uint32 // when st is fresh again, seconds since base, rounded up
-	seen uint32 // last access, seconds since base
+	mu     sync.Mutex
+	tab    table           // state of every limit but sliding_log
+	logs   map[id]*logCell // sliding_log state
+	max    int             // entry cap
+	peak   int             // most sliding_log entries since the last shrink
+	cursor uint64          // the janitor's position in tab
+	_      [64]byte
 }
 
 type logCell struct {
@@ -101,6 +88,8 @@ type logCell struct {
 	exp  uint32
 	seen uint32
 }
+
+func (sh *shard) len() int { return sh.tab.used + len(sh.logs) }
 
 // New returns a store and starts its janitor.
 func New(opts Options) *Store {
@@ -123,7 +112,7 @@ func New(opts Options) *Store {
 	s := &Store{
 		shards: make([]shard, n),
 		mask:   uint64(n - 1),
-		seed:   maphash.MakeSeed(),
+		seeds:  [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()},
 		clock:  opts.Clock,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -132,9 +121,10 @@ func New(opts Options) *Store {
 	s.base = s.now()
 	per := max((opts.MaxKeys+n-1)/n, 1)
 	for i := range s.shards {
-		s.shards[i].cells = make(map[cellKey]cell)
-		s.shards[i].logs = make(map[cellKey]*logCell)
-		s.shards[i].max = per
+		sh := &s.shards[i]
+		sh.tab = table{slots: make([]entry, minSlots), rng: uint64(i+1) * 0x9e3779b97f4a7c15}
+		sh.logs = make(map[id]*logCell)
+		sh.max = per
 	}
 	if opts.SweepInterval > 0 {
 		go s.janitor(opts.SweepInterval)
@@ -172,17 +162,21 @@ func (s *Store) sec(t int64, ceil bool) uint32 {
 	return uint32(min(q, math.MaxUint32))
 }
 
-func (s *Store) shard(key string) *shard {
-	return &s.shards[maphash.String(s.seed, key)&s.mask]
+// hash returns the key's two hashes and its shard.
+func (s *Store) hash(key string) (k0, k1 uint64, sh *shard) {
+	k0 = maphash.String(s.seeds[0], key)
+	k1 = maphash.String(s.seeds[1], key)
+	return k0, k1, &s.shards[(k0>>32)&s.mask]
 }
 
-// Len returns the number of entries held, expired or not.
+// Len returns the number of entries held, expired or not. An entry is one
+// limit's state for one key.
 func (s *Store) Len() int {
 	n := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		n += len(sh.cells) + len(sh.logs)
+		n += sh.len()
 		sh.mu.Unlock()
 	}
 	return n
@@ -191,41 +185,40 @@ func (s *Store) Len() int {
 // Take implements sluice.Store.
 func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
 	now := s.now()
-	sh := s.shard(key)
+	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
-	st := sh.decide(s, p, key, now, now, n, true)
+	i, st := sh.decide(s, p, k0, k1, now, now, n, true)
 	sh.mu.Unlock()
-	return sluice.MakeDecision(st, now), nil
+	return sluice.MakeDecision(p, i, st, now), nil
 }
 
 // Peek implements sluice.Store.
 func (s *Store) Peek(_ context.Context, p *sluice.Policy, key string) (sluice.Decision, error) {
 	now := s.now()
-	sh := s.shard(key)
+	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
-	st := sh.decide(s, p, key, now, now, 0, false)
+	i, st := sh.decide(s, p, k0, k1, now, now, 0, false)
 	sh.mu.Unlock()
-	return sluice.MakeDecision(st, now), nil
+	return sluice.MakeDecision(p, i, st, now), nil
 }
 
 // Reserve implements sluice.Store.
 func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64, maxWait time.Duration) (sluice.Decision, error) {
 	now := s.now()
-	sh := s.shard(key)
+	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	var wait int64
 	for i := range p.Len() {
-		c := sh.cells[cellKey{key, p.Slot(i)}]
-		wait = max(wait, p.Rule(i).Wait(c.st, now, n))
+		wait = max(wait, p.Rule(i).Wait(sh.state(entryID(k0, k1, p.Slot(i))), now, n))
 	}
 	if wait > int64(maxWait) {
-		st := sh.decide(s, p, key, now, now, n, false)
+		i, st := sh.decide(s, p, k0, k1, now, now, n, false)
 		st.Allowed, st.RetryAfter = false, wait
-		return sluice.MakeDecision(st, now), nil
+		return sluice.MakeDecision(p, i, st, now), nil
 	}
-	st := sh.decide(s, p, key, now, now+wait, n, true)
-	d := sluice.MakeDecision(st, now)
+	i, st := sh.decide(s, p, k0, k1, now, now+wait, n, true)
+	d := sluice.MakeDecision(p, i, st, now)
 	d.Delay = time.Duration(wait)
 	d.ResetAfter += d.Delay
 	return d, nil
@@ -237,144 +230,146 @@ func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64,
 	if at.UnixNano() <= now {
 		return nil
 	}
-	sh := s.shard(key)
+	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for i := range p.Len() {
-		k := cellKey{key, p.Slot(i)}
-		c, ok := sh.cells[k]
+		j, ok := sh.tab.lookup(entryID(k0, k1, p.Slot(i)))
 		if !ok {
 			continue
 		}
-		r := p.Rule(i)
-		c.st = r.Refund(c.st, now, n)
-		if c.st == (algo.State{}) {
-			delete(sh.cells, k)
+		r, e := p.Rule(i), &sh.tab.slots[j]
+		e.st = r.Refund(e.st, now, n)
+		if e.st == (algo.State{}) {
+			sh.tab.remove(j)
 			continue
 		}
-		c.exp = s.sec(r.Expiry(c.st, now), true)
-		sh.cells[k] = c
+		e.exp = s.sec(r.Expiry(e.st, now), true)
 	}
 	return nil
 }
 
 // Reset implements sluice.Store.
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
-	sh := s.shard(key)
+	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	for i := range p.Len() {
-		k := cellKey{key, p.Slot(i)}
-		delete(sh.cells, k)
+		k := entryID(k0, k1, p.Slot(i))
+		if j, ok := sh.tab.lookup(k); ok {
+			sh.tab.remove(j)
+		}
 		delete(sh.logs, k)
 	}
 	return nil
 }
 
-// decide evaluates a request of cost n for key under every limit of p at
-// time at (now, or later for a reservation) and, if commit is set and every
-// limit admits it, charges it. Durations in the result count from at. The
-// caller holds sh.mu.
-func (sh *shard) decide(s *Store, p *sluice.Policy, key string, now, at, n int64, commit bool) algo.Status {
+// state returns the stored state with id k, or the zero State.
+func (sh *shard) state(k id) algo.State {
+	if j, ok := sh.tab.lookup(k); ok {
+		return sh.tab.slots[j].st
+	}
+	return algo.State{}
+}
+
+// decide evaluates a request of cost n for the key with hashes k0, k1 under
+// every limit of p at time at (now, or later for a reservation) and, if
+// commit is set and every limit admits it, charges it. It returns the index
+// and status of the binding limit; durations count from at. The caller
+// holds sh.mu.
+func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit bool) (int, algo.Status) {
 	seen := s.sec(now, false)
-	if p.Len() == 1 {
-		return sh.decideOne(s, p, key, seen, at, n, commit)
+	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
+		return 0, sh.decideOne(s, p.Rule(0), entryID(k0, k1, p.Slot(0)), seen, at, n, commit)
 	}
 	var (
+		ids  [sluice.MaxLimits]id
 		next [sluice.MaxLimits]algo.State
 		ttl  [sluice.MaxLimits]int64
 		sum  algo.Status
+		bind int
 	)
 	for i := range p.Len() {
-		r, k := p.Rule(i), cellKey{key, p.Slot(i)}
+		r, k := p.Rule(i), entryID(k0, k1, p.Slot(i))
+		ids[i] = k
 		var st algo.Status
 		if r.Algorithm() == algo.SlidingLog {
 			if lc := sh.logs[k]; lc != nil {
+				lc.seen = seen
 				st = r.EvalLog(&lc.log, at, n)
 			} else {
 				st = r.EvalLog(&algo.Log{}, at, n)
 			}
 		} else {
-			next[i], st = r.Eval(sh.cells[k].st, at, n)
+			next[i], st = r.Eval(sh.state(k), at, n)
 		}
 		ttl[i] = st.ResetAfter
-		st.Index = i
-		if i == 0 {
-			sum = st
-		} else {
-			sum = algo.Combine(sum, st)
+		if i == 0 || algo.Binds(sum, st) {
+			sum, bind = st, i
 		}
 	}
 	if !sum.Allowed || !commit || n == 0 {
-		return sum
+		return bind, sum
 	}
+	keep := ids[:p.Len()]
 	for i := range p.Len() {
-		r, k := p.Rule(i), cellKey{key, p.Slot(i)}
+		r, k := p.Rule(i), ids[i]
 		exp := s.sec(at+ttl[i], true)
 		if r.Algorithm() == algo.SlidingLog {
-			sh.record(s, r, k, seen, exp, at, n)
-		} else {
-			sh.store(k, cell{next[i], exp, seen})
+			sh.record(r, k, keep, seen, exp, at, n)
+			continue
 		}
+		e := sh.entry(k, keep, seen)
+		e.st, e.exp, e.seen = next[i], exp, seen
 	}
-	return sum
+	return bind, sum
 }
 
-// decideOne is decide for a policy of one limit: the common case, kept to
-// two map operations.
-func (sh *shard) decideOne(s *Store, p *sluice.Policy, key string, seen uint32, at, n int64, commit bool) algo.Status {
-	r, k := p.Rule(0), cellKey{key, p.Slot(0)}
-	if r.Algorithm() == algo.SlidingLog {
-		lc := sh.logs[k]
-		if lc == nil {
-			st := r.EvalLog(&algo.Log{}, at, n)
-			if st.Allowed && commit && n > 0 {
-				sh.record(s, r, k, seen, s.sec(at+st.ResetAfter, true), at, n)
-			}
-			return st
-		}
-		lc.seen = seen
-		st := r.EvalLog(&lc.log, at, n)
+// decideOne is decide for a policy of one limit that is not a sliding_log:
+// the common case, kept to one lookup and an update in place.
+func (sh *shard) decideOne(s *Store, r *algo.Rule, k id, seen uint32, at, n int64, commit bool) algo.Status {
+	j, found := sh.tab.lookup(k)
+	if !found {
+		next, st := r.Eval(algo.State{}, at, n)
 		if st.Allowed && commit && n > 0 {
-			r.Record(&lc.log, at, n)
-			lc.exp = s.sec(at+st.ResetAfter, true)
+			e := sh.add(k, []id{k}, seen)
+			e.st, e.exp = next, s.sec(at+st.ResetAfter, true)
 		}
 		return st
 	}
-	c, found := sh.cells[k]
-	next, st := r.Eval(c.st, at, n)
+	e := &sh.tab.slots[j]
+	next, st := r.Eval(e.st, at, n)
 	if st.Allowed && commit && n > 0 {
-		c = cell{next, s.sec(at+st.ResetAfter, true), seen}
-	} else if !found || c.seen == seen {
-		return st // nothing to write
-	} else {
-		c.seen = seen
+		e.st, e.exp = next, s.sec(at+st.ResetAfter, true)
 	}
-	if found {
-		sh.cells[k] = c
-	} else {
-		sh.store(k, c)
-	}
+	e.seen = seen
 	return st
 }
 
-// store writes a cell, making room first if the key is new and the shard is
-// full.
-func (sh *shard) store(k cellKey, c cell) {
-	if _, ok := sh.cells[k]; !ok {
-		sh.makeRoom(k.key, c.seen)
+// entry returns the entry with id k, adding it if needed; an eviction to
+// make room spares the ids in keep.
+func (sh *shard) entry(k id, keep []id, seen uint32) *entry {
+	if j, ok := sh.tab.lookup(k); ok {
+		return &sh.tab.slots[j]
 	}
-	sh.cells[k] = c
-	sh.peak = max(sh.peak, len(sh.cells)+len(sh.logs))
+	return sh.add(k, keep, seen)
 }
 
-func (sh *shard) record(s *Store, r *algo.Rule, k cellKey, seen, exp uint32, at, n int64) {
+// add inserts a new entry, evicting one first if the shard is full.
+func (sh *shard) add(k id, keep []id, seen uint32) *entry {
+	sh.makeRoom(keep, seen)
+	e := &sh.tab.slots[sh.tab.insert(k)]
+	e.seen = seen
+	return e
+}
+
+func (sh *shard) record(r *algo.Rule, k id, keep []id, seen, exp uint32, at, n int64) {
 	lc := sh.logs[k]
 	if lc == nil {
-		sh.makeRoom(k.key, seen)
+		sh.makeRoom(keep, seen)
 		lc = new(logCell)
 		sh.logs[k] = lc
-		sh.peak = max(sh.peak, len(sh.cells)+len(sh.logs))
+		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	r.Record(&lc.log, at, n)
 	lc.exp, lc.seen = exp, seen
@@ -385,55 +380,36 @@ const evictSample = 8
 
 // makeRoom evicts one entry if the shard is full: an expired one from a
 // sample if there is one, otherwise the least recently seen of the sample.
-// Entries of key itself are spared, so that a decision never evicts the
-// state it is about to charge.
-func (sh *shard) makeRoom(key string, now uint32) {
-	if len(sh.cells)+len(sh.logs) < sh.max {
+// The ids in keep, those of the decision being made, are spared, so that a
+// decision never evicts the state it is about to charge.
+func (sh *shard) makeRoom(keep []id, now uint32) {
+	if sh.len() < sh.max {
 		return
 	}
-	var (
-		victim     cellKey
-		victimSeen uint32 = math.MaxUint32
-		isLog      bool
-		looked     int
-	)
-	for k, c := range sh.cells {
-		if k.key == key {
-			continue
-		}
-		if c.exp <= now {
-			delete(sh.cells, k)
-			return
-		}
-		if c.seen < victimSeen {
-			victim, victimSeen = k, c.seen
-		}
-		if looked++; looked >= evictSample {
-			break
-		}
+	idx, seen, expired, ok := sh.tab.candidate(keep, now)
+	if expired {
+		sh.tab.remove(idx)
+		return
 	}
-	looked = 0
+	looked := 0
+logs:
 	for k, lc := range sh.logs {
-		if k.key == key {
-			continue
+		for _, kk := range keep {
+			if k == kk {
+				continue logs
+			}
 		}
-		if lc.exp <= now {
+		if lc.exp <= now || !ok || lc.seen < seen {
 			delete(sh.logs, k)
 			return
 		}
-		if lc.seen < victimSeen {
-			victim, victimSeen, isLog = k, lc.seen, true
-		}
 		if looked++; looked >= evictSample {
 			break
 		}
 	}
-	if victimSeen == math.MaxUint32 {
-		return // nothing but key itself: let the shard exceed its cap by one policy
+	if ok {
+		sh.tab.remove(idx)
 	}
-	if isLog {
-		delete(sh.logs, victim)
-	} else {
-		delete(sh.cells, victim)
-	}
+	// Otherwise only the decision's own entries are left: the shard
+	// exceeds its cap by at most one policy's entries.
 }

@@ -1,0 +1,152 @@
+package memstore
+
+import "github.com/sluicehq/sluice/algo"
+
+// id identifies one limit's state for one key: a 128-bit keyed hash of the
+// key and the limit's policy slot. The store keeps no key bytes: an entry
+// costs the same 48 bytes whatever the key's length, holds no pointer for
+// the garbage collector to scan, and a lookup never follows a pointer to
+// compare keys. The hash is seeded randomly per store, so clients cannot
+// aim for collisions; by accident, two of a million keys share an id with a
+// probability below 10^-26.
+type id struct{ a, b uint64 }
+
+// entryID derives the id of limit slot's state from the key's two hashes.
+// The low bit of a is forced so that no id has a == 0, the empty marker.
+func entryID(k0, k1 uint64, slot uint32) id {
+	return id{fmix(k0^uint64(slot)*0x9e3779b97f4a7c15) | 1, fmix(k1 ^ uint64(slot)*0xc2b2ae3d27d4eb4f)}
+}
+
+// fmix is MurmurHash3's 64-bit finalizer: every input bit affects every
+// output bit.
+func fmix(h uint64) uint64 {
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
+
+// table is an open-addressing hash table with linear probing that holds the
+// fixed-size state of one shard. Compared with a Go map it hashes a key once
+// per decision, updates entries in place, and lets the janitor sweep it with
+// a cursor. Deletion shifts the following entries back, so there are no
+// tombstones and lookups do not slow down with churn.
+type table struct {
+	slots []entry // length is a power of two
+	used  int
+	rng   uint64 // xorshift state for eviction samples
+}
+
+// entry is one limit's state for one key: 48 bytes, no pointers.
+type entry struct {
+	id   id
+	st   algo.State
+	seen uint32 // last access, seconds since the store's base
+	exp  uint32 // when st is fresh again, seconds since the base, rounded up
+}
+
+const minSlots = 16
+
+// lookup returns the index of the entry with id k and true, or the index of
+// the empty slot where it would go and false.
+func (t *table) lookup(k id) (uint64, bool) {
+	mask := uint64(len(t.slots) - 1)
+	for i := k.a & mask; ; i = (i + 1) & mask {
+		e := &t.slots[i]
+		if e.id == k {
+			return i, true
+		}
+		if e.id.a == 0 {
+			return i, false
+		}
+	}
+}
+
+// insert adds an entry for an id that lookup did not find and returns its
+// index. It may grow the table; the caller has made room within its cap.
+func (t *table) insert(k id) uint64 {
+	if (t.used+1)*4 > len(t.slots)*3 {
+		t.resize(2 * len(t.slots))
+	}
+	i, _ := t.lookup(k)
+	t.used++
+	t.slots[i] = entry{id: k}
+	return i
+}
+
+// resize rehashes the table into n slots.
+func (t *table) resize(n int) {
+	old := t.slots
+	t.slots = make([]entry, n)
+	mask := uint64(n - 1)
+	for i := range old {
+		if old[i].id.a == 0 {
+			continue
+		}
+		j := old[i].id.a & mask
+		for t.slots[j].id.a != 0 {
+			j = (j + 1) & mask
+		}
+		t.slots[j] = old[i]
+	}
+}
+
+// remove deletes the entry at index i, shifting back the entries that
+// follow it in its probe run so that every entry stays reachable.
+func (t *table) remove(i uint64) {
+	mask := uint64(len(t.slots) - 1)
+	t.slots[i] = entry{}
+	t.used--
+	for j := (i + 1) & mask; t.slots[j].id.a != 0; j = (j + 1) & mask {
+		home := t.slots[j].id.a & mask
+		// The entry at j stays unless the hole at i lies on its probe
+		// path, that is unless its home is cyclically within (i, j].
+		if (i <= j && i < home && home <= j) || (i > j && (i < home || home <= j)) {
+			continue
+		}
+		t.slots[i] = t.slots[j]
+		t.slots[j] = entry{}
+		i = j
+	}
+}
+
+func (t *table) random() uint64 {
+	t.rng ^= t.rng << 13
+	t.rng ^= t.rng >> 7
+	t.rng ^= t.rng << 17
+	return t.rng
+}
+
+// candidate picks an entry to evict, sparing the ids in keep: an expired one
+// among a sample of up to evictSample entries if there is one (reported with
+// expired set), otherwise the least recently seen of the sample.
+func (t *table) candidate(keep []id, now uint32) (idx uint64, seen uint32, expired, ok bool) {
+	if t.used == 0 {
+		return 0, 0, false, false
+	}
+	mask := uint64(len(t.slots) - 1)
+	i := t.random() & mask
+	looked := 0
+outer:
+	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, (i+1)&mask {
+		e := &t.slots[i]
+		if e.id.a == 0 {
+			continue
+		}
+		for _, k := range keep {
+			if e.id == k {
+				continue outer
+			}
+		}
+		looked++
+		if e.exp <= now {
+			return i, e.seen, true, true
+		}
+		if !ok || e.seen < seen {
+			idx, seen, ok = i, e.seen, true
+		}
+	}
+	return idx, seen, false, ok
+}
