@@ -1,0 +1,215 @@
+// Package redistest starts real redis-server processes for tests, each on a
+// free loopback port with its own directory, and stops them when the test
+// ends. It never touches a Redis that something else runs.
+//
+// Tests call Start or StartCluster. When redis-server is not installed they
+// are skipped with a message, unless the environment sets
+// SLUICE_REQUIRE_REDIS=1 (as CI does), which makes them fail instead: CI
+// never passes by silently skipping.
+package redistest
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Server is a redis-server process started for a test.
+type Server struct {
+	Addr string // host:port
+	Port int
+
+	bin  string
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+}
+
+// binary returns the redis-server path, or skips or fails t.
+func binary(t testing.TB) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("SLUICE_REQUIRE_REDIS") == "1" {
+			t.Fatalf("redis-server not found and SLUICE_REQUIRE_REDIS=1: %v", err)
+		}
+		t.Skip("redis-server not installed: skipping (install it, e.g. apt-get install redis-server; CI sets SLUICE_REQUIRE_REDIS=1 and never skips)")
+	}
+	return bin
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("finding a free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Start starts a redis-server with persistence off and the given extra
+// arguments (such as "--cluster-enabled", "yes"), waits until it answers,
+// and stops it when t ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{bin: binary(t), dir: t.TempDir(), args: args}
+	for attempt := 0; ; attempt++ {
+		s.Port = freePort(t)
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		err := s.start()
+		if err == nil {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("starting redis-server: %v", err)
+		}
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func (s *Server) start() error {
+	args := append([]string{
+		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", s.dir,
+		"--logfile", filepath.Join(s.dir, "redis.log"),
+	}, s.args...)
+	s.cmd = exec.Command(s.bin, args...)
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if s.ping() == nil {
+			return nil
+		}
+		if s.cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.Stop()
+	log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	return fmt.Errorf("redis-server on %s did not answer PING; its log:\n%s", s.Addr, log)
+}
+
+// Stop kills the server, as a crash would, and waits for it to exit.
+func (s *Server) Stop() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
+	}
+	s.cmd.Process.Kill()
+	s.cmd.Wait()
+	s.cmd = nil
+}
+
+// Restart starts the server again on the same port, empty: like a Redis
+// restarted without persistence, it has lost every key and script.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Stop()
+	if err := s.start(); err != nil {
+		t.Fatalf("restarting redis-server: %v", err)
+	}
+}
+
+// Do sends one command and returns its reply line, for test setup and
+// inspection. Bulk replies are returned as their content.
+func (s *Server) Do(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := s.do(args...)
+	if err != nil {
+		t.Fatalf("redis %v on %s: %v", args, s.Addr, err)
+	}
+	return out
+}
+
+func (s *Server) ping() error {
+	out, err := s.do("PING")
+	if err == nil && out != "PONG" {
+		err = fmt.Errorf("PING answered %q", out)
+	}
+	return err
+}
+
+func (s *Server) do(args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "-"):
+		return "", fmt.Errorf("%s", line[1:])
+	case strings.HasPrefix(line, "$-1"):
+		return "", nil
+	case strings.HasPrefix(line, "$"):
+		n, _ := strconv.Atoi(line[1:])
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	}
+	return strings.TrimLeft(line, "+:"), nil
+}
+
+// StartCluster starts a Redis Cluster of masters nodes without replicas and
+// waits until every slot is served. It returns the nodes.
+func StartCluster(t testing.TB, masters int) []*Server {
+	t.Helper()
+	nodes := make([]*Server, masters)
+	addrs := make([]string, masters)
+	for i := range nodes {
+		nodes[i] = Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+		addrs[i] = nodes[i].Addr
+	}
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli, needed to create a cluster, not found: %v", err)
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, n := range nodes {
+		for {
+			info, err := n.do("CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster node %s not ready: %v %q", n.Addr, err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nodes
+}

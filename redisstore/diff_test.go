@@ -1,0 +1,100 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// newStore returns a Redis store on srv that reads time from clk.
+func newStore(t *testing.T, srv *redistest.Server, clk redisstore.Clock, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	opts.URL = "redis://" + srv.Addr
+	opts.Clock = clk
+	s, err := redisstore.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// The Lua script must make exactly the decisions of package algo's Go code:
+// drive both stores with the same clock and traffic and compare every
+// decision. Redis works in microseconds, so its durations may be up to one
+// microsecond longer (rounded up).
+func TestScriptMatchesGo(t *testing.T) {
+	srv := redistest.Start(t)
+	epoch := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	policies := [][]sluice.Limit{
+		{{Algorithm: sluice.GCRA, Count: 3, Period: time.Second}},
+		{{Algorithm: sluice.GCRA, Count: 7, Period: 3 * time.Second, Burst: 4}},
+		{{Algorithm: sluice.TokenBucket, Count: 20, Period: 10 * time.Second, Burst: 40}},
+		{{Algorithm: sluice.TokenBucket, Count: 999999937, Period: 24 * time.Hour, Burst: 999999937}},
+		{{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Second}},
+		{{Algorithm: sluice.SlidingWindow, Count: 10, Period: 7 * time.Second}},
+		{{Algorithm: sluice.SlidingWindow, Count: 1_000_000_007, Period: 24 * time.Hour}},
+		{{Algorithm: sluice.SlidingLog, Count: 5, Period: time.Second}},
+		{
+			{Algorithm: sluice.TokenBucket, Count: 10, Period: time.Second},
+			{Algorithm: sluice.SlidingWindow, Count: 30, Period: 10 * time.Second},
+			{Algorithm: sluice.SlidingLog, Count: 12, Period: 5 * time.Second},
+			{Algorithm: sluice.FixedWindow, Count: 25, Period: 4 * time.Second},
+		},
+	}
+	ctx := context.Background()
+	for pi, limits := range policies {
+		t.Run(fmt.Sprint(limits), func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			mem := memstore.New(memstore.Options{Clock: clk, SweepInterval: -1})
+			defer mem.Close()
+			red := newStore(t, srv, clk, redisstore.Options{DenyCache: -1})
+			p, err := sluice.NewPolicy(fmt.Sprintf("diff%d", pi), limits...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rng := rand.New(rand.NewPCG(uint64(pi), 7))
+			capacity := p.Rule(0).Capacity()
+			for i := range p.Len() {
+				capacity = min(capacity, p.Rule(i).Capacity())
+			}
+			mean := int64(p.Rule(0).Period()) / max(p.Rule(0).Count(), 1) / int64(time.Microsecond)
+			for step := range 400 {
+				clk.Advance(time.Duration(rng.Int64N(2*mean+2)) * time.Microsecond)
+				key := fmt.Sprintf("k%d", rng.IntN(3))
+				n := 1 + rng.Int64N(min(capacity, 3))
+				var got, want sluice.Decision
+				var gerr, werr error
+				if rng.IntN(5) == 0 {
+					want, werr = mem.Peek(ctx, p, key)
+					got, gerr = red.Peek(ctx, p, key)
+				} else {
+					want, werr = mem.Take(ctx, p, key, n)
+					got, gerr = red.Take(ctx, p, key, n)
+				}
+				if werr != nil || gerr != nil {
+					t.Fatalf("step %d: errors: memstore %v, redis %v", step, werr, gerr)
+				}
+				same := got.Allowed == want.Allowed && got.Limit == want.Limit && got.Remaining == want.Remaining &&
+					got.Index == want.Index && !got.Degraded && got.Time.Equal(want.Time) &&
+					roundedUp(got.RetryAfter, want.RetryAfter) && roundedUp(got.ResetAfter, want.ResetAfter)
+				if !same {
+					t.Fatalf("step %d (key %s, cost %d): redis %+v\nwant (memstore) %+v", step, key, n, got, want)
+				}
+			}
+		})
+	}
+}
+
+// roundedUp reports whether got is want rounded up to a microsecond.
+func roundedUp(got, want time.Duration) bool {
+	return got >= want && got-want < time.Microsecond
+}

@@ -1,0 +1,548 @@
+// Package redisstore is Sluice's Redis store: any number of processes share
+// one limit, decided as exactly as by one process.
+//
+// Every decision is one call of one server-side Lua script (sluice.lua,
+// embedded) that evaluates and charges every limit of a policy atomically:
+// one network round trip, no read-modify-write race. The script runs the
+// same exact integer arithmetic as package algo, in microseconds, and is
+// held to it by the conformance suite in package storetest. Scripts are sent
+// by SHA and re-sent transparently when Redis answers NOSCRIPT (after a
+// restart or failover).
+//
+// # Time
+//
+// By default the script reads the Redis server's clock (TIME), so processes
+// with skewed clocks still agree. Options.Clock makes the store pass the
+// caller's time instead; tests use it to decide at exact times.
+//
+// # Keys
+//
+// The state of limit i of policy P for key K lives at
+//
+//	<prefix>:{<P>:<K>}:<i>:<algorithm>:<count>:<period in µs>:<burst>
+//
+// (and, for sliding_log, the same key with ":m" appended). The braces are a
+// Redis Cluster hash tag: every key of one limited entity lands in one slot,
+// so multi-limit decisions never fail with CROSSSLOT. Changing a limit's
+// definition changes its key, so it starts afresh. Every key carries a TTL
+// of exactly the time until its state is back to fresh, rounded up to the
+// millisecond, and sliding_log sets never hold more entries than the limit.
+//
+// # Failures
+//
+// A decision waits at most Options.Timeout for Redis. When Redis fails (down,
+// slow, partitioned) the store answers per Options.OnError: Local (the
+// default) decides with an in-memory store holding the same limits, Allow
+// admits, Deny rejects. A circuit breaker stops calling a Redis that keeps
+// failing and probes it after a cooldown; recovery is automatic. Every
+// Decision from a fallback path has Degraded set.
+//
+// Keys that Redis has just denied are remembered locally until their retry
+// time (see Options.DenyCache), so that a client hammering past its limit
+// costs Redis nothing; the cache only ever denies what Redis itself would.
+//
+// A Store is safe for concurrent use.
+package redisstore
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+//go:embed sluice.lua
+var source string
+
+var script = rueidis.NewLuaScript(source)
+
+// Failure is what the store does when Redis cannot decide.
+type Failure uint8
+
+const (
+	// Local decides with an in-memory store holding the same limits, so
+	// each process still enforces them on its own traffic. The default.
+	Local Failure = iota
+	// Allow admits every request: fail open.
+	Allow
+	// Deny rejects every request: fail closed.
+	Deny
+)
+
+// String returns the configuration name: "local", "allow" or "deny".
+func (f Failure) String() string {
+	switch f {
+	case Local:
+		return "local"
+	case Allow:
+		return "allow"
+	case Deny:
+		return "deny"
+	}
+	return fmt.Sprintf("Failure(%d)", uint8(f))
+}
+
+// ParseFailure returns the Failure named "local", "allow" or "deny".
+func ParseFailure(s string) (Failure, error) {
+	for _, f := range []Failure{Local, Allow, Deny} {
+		if f.String() == s {
+			return f, nil
+		}
+	}
+	return 0, fmt.Errorf("redisstore: unknown on_error %q: want local, allow or deny", s)
+}
+
+// Errors. Match them with errors.Is.
+var (
+	// ErrUnsupportedLimit reports a limit the Redis store cannot run: one
+	// whose period is not a whole number of microseconds.
+	ErrUnsupportedLimit = errors.New("redisstore: unsupported limit")
+	// ErrCircuitOpen is reported to Options.OnFailure for decisions that
+	// took the fallback path because the breaker was open.
+	ErrCircuitOpen = errors.New("redisstore: circuit breaker open")
+)
+
+// Clock tells the store the time when Options.Clock is set.
+type Clock interface {
+	Now() time.Time
+}
+
+// Options configure a Store. Set Client, or URL, or Addrs.
+type Options struct {
+	// Client is a rueidis client to use, for applications that already
+	// hold one. The store does not close it. When nil, the store builds a
+	// client from URL or Addrs and closes it on Close.
+	Client rueidis.Client
+	// URL locates Redis: redis://[user:password@]host:port[/db], rediss://
+	// for TLS, with ?addr=host:port repeated for more cluster nodes, or
+	// unix:///path. A Redis Cluster is detected by itself.
+	URL string
+	// Addrs lists Redis nodes (a single server, cluster nodes, or, with
+	// MasterSet, sentinels). Used when URL is empty.
+	Addrs []string
+	// MasterSet is the master name monitored by the sentinels in Addrs.
+	MasterSet string
+	// Username and Password authenticate, overriding the URL's.
+	Username, Password string
+	// DB selects a database on a single server, overriding the URL's.
+	DB int
+
+	// Prefix starts every key. Default "sluice".
+	Prefix string
+	// Timeout bounds how long a decision waits for Redis before it takes
+	// the OnError path. Default 50ms: far above a healthy Redis's
+	// sub-millisecond answer, well below what an API's clients notice.
+	Timeout time.Duration
+	// OnError is what to do when Redis fails. Default Local.
+	OnError Failure
+	// Fallback is the store used by Local. Default: a memstore.Store with
+	// default options, closed on Close.
+	Fallback sluice.Store
+	// BreakerThreshold is how many failures in a row open the circuit
+	// breaker. Default 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long the breaker stays open before it lets a
+	// probe through; each failed probe doubles it, up to 30s. Default 1s.
+	BreakerCooldown time.Duration
+	// DenyCache is the number of slots of the local cache of keys that
+	// Redis has denied. Default 16384 (about 1 MiB); negative disables it.
+	DenyCache int
+	// Clock, if set, supplies the decision time instead of the Redis
+	// server's TIME. For tests; in production every process must then run
+	// a synchronized clock. Key TTLs keep running on the server's clock,
+	// which this clock need not keep pace with, so with a Clock every TTL
+	// is an hour longer than the state needs.
+	Clock Clock
+	// OnFailure, if set, is called with every error that sent a decision
+	// to the OnError path. It must be fast and safe for concurrent use; use
+	// it for logs and metrics.
+	OnFailure func(error)
+}
+
+// Store is the Redis store. Build one with New.
+type Store struct {
+	client    rueidis.Client
+	ownClient bool
+	prefix    string
+	timeout   time.Duration
+	onError   Failure
+	fallback  sluice.Store
+	ownFall   *memstore.Store
+	breaker   *breaker
+	deny      *denyCache
+	clock     Clock
+	mono      *clock.Coarse
+	onFailure func(error)
+
+	policies sync.Map // *sluice.Policy → *compiled
+}
+
+var _ sluice.Store = (*Store)(nil)
+
+// New returns a store. It fails if it cannot build a client or reach Redis.
+func New(opts Options) (*Store, error) {
+	s := &Store{
+		client:    opts.Client,
+		prefix:    opts.Prefix,
+		timeout:   opts.Timeout,
+		onError:   opts.OnError,
+		fallback:  opts.Fallback,
+		clock:     opts.Clock,
+		mono:      clock.Default(),
+		onFailure: opts.OnFailure,
+	}
+	if s.prefix == "" {
+		s.prefix = "sluice"
+	}
+	if s.timeout <= 0 {
+		s.timeout = 50 * time.Millisecond
+	}
+	if opts.OnError > Deny {
+		return nil, fmt.Errorf("redisstore: invalid OnError %d", opts.OnError)
+	}
+	threshold, cooldown := opts.BreakerThreshold, opts.BreakerCooldown
+	if threshold <= 0 {
+		threshold = 5
+	}
+	if cooldown <= 0 {
+		cooldown = time.Second
+	}
+	s.breaker = &breaker{threshold: threshold, cooldown: cooldown, now: time.Now}
+	s.breaker.closed.Store(true)
+	switch {
+	case opts.DenyCache == 0:
+		s.deny = newDenyCache(16384)
+	case opts.DenyCache > 0:
+		s.deny = newDenyCache(opts.DenyCache)
+	}
+	if s.client == nil {
+		c, err := newClient(opts)
+		if err != nil {
+			return nil, err
+		}
+		s.client, s.ownClient = c, true
+	}
+	if s.onError == Local && s.fallback == nil {
+		s.ownFall = memstore.New(memstore.Options{})
+		s.fallback = s.ownFall
+	}
+	return s, nil
+}
+
+func newClient(opts Options) (rueidis.Client, error) {
+	var co rueidis.ClientOption
+	if opts.URL != "" {
+		var err error
+		if co, err = rueidis.ParseURL(opts.URL); err != nil {
+			return nil, fmt.Errorf("redisstore: url: %w", err)
+		}
+	}
+	if len(opts.Addrs) > 0 {
+		co.InitAddress = opts.Addrs
+	}
+	if len(co.InitAddress) == 0 {
+		return nil, errors.New("redisstore: no Redis address: set Options.URL, Options.Addrs or Options.Client")
+	}
+	if opts.MasterSet != "" {
+		co.Sentinel.MasterSet = opts.MasterSet
+	}
+	if opts.Username != "" {
+		co.Username = opts.Username
+	}
+	if opts.Password != "" {
+		co.Password = opts.Password
+	}
+	if opts.DB != 0 {
+		co.SelectDB = opts.DB
+	}
+	// Sluice's scripts need no client-side cache.
+	co.DisableCache = true
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(co.InitAddress, ","), err)
+	}
+	return c, nil
+}
+
+// Close releases the client and the fallback store the store built itself.
+func (s *Store) Close() error {
+	if s.ownClient {
+		s.client.Close()
+	}
+	if s.ownFall != nil {
+		s.ownFall.Close()
+	}
+	return nil
+}
+
+// Degraded reports whether the circuit breaker is open: decisions are
+// taking the OnError path without calling Redis.
+func (s *Store) Degraded() bool {
+	open, _ := s.breaker.state()
+	return open
+}
+
+// compiled is what the store precomputes for a policy.
+type compiled struct {
+	err      error
+	suffixes []string // per limit: ":<i>:<alg>:<count>:<period µs>:<burst>"
+	args     []string // per limit: the script's six arguments
+	slots    []uint32
+}
+
+func (s *Store) compile(p *sluice.Policy) *compiled {
+	if c, ok := s.policies.Load(p); ok {
+		return c.(*compiled)
+	}
+	c := &compiled{}
+	for i := range p.Len() {
+		r := p.Rule(i)
+		period := int64(r.Period())
+		if period%int64(time.Microsecond) != 0 {
+			c.err = fmt.Errorf("%w: policy %q limit %d: period %v is not a whole number of microseconds", ErrUnsupportedLimit, p.Name(), i, r.Period())
+			break
+		}
+		us := period / int64(time.Microsecond)
+		g := gcd(r.Count(), us)
+		c.suffixes = append(c.suffixes, fmt.Sprintf(":%d:%s:%d:%d:%d", i, r.Algorithm(), r.Count(), us, r.Burst()))
+		c.args = append(c.args,
+			strconv.Itoa(algCode(r.Algorithm())), strconv.FormatInt(r.Count(), 10), strconv.FormatInt(us, 10),
+			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10))
+		c.slots = append(c.slots, p.Slot(i))
+	}
+	actual, _ := s.policies.LoadOrStore(p, c)
+	return actual.(*compiled)
+}
+
+func algCode(a algo.Algorithm) int {
+	switch a {
+	case algo.TokenBucket:
+		return 1
+	case algo.GCRA:
+		return 2
+	case algo.FixedWindow:
+		return 3
+	case algo.SlidingWindow:
+		return 4
+	}
+	return 5
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// keys returns the Redis keys of key under p: the state and auxiliary key of
+// each limit.
+func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
+	base := s.prefix + ":{" + p.Name() + ":" + key + "}"
+	out := make([]string, 0, 2*len(c.suffixes))
+	for _, suf := range c.suffixes {
+		k := base + suf
+		out = append(out, k, k+":m")
+	}
+	return out
+}
+
+// call runs the script. It returns the script's reply, or an error that
+// sent the decision to the OnError path.
+func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64) ([]int64, error) {
+	if !s.breaker.allow() {
+		return nil, ErrCircuitOpen
+	}
+	args := make([]string, 0, 5+len(c.args))
+	now := ""
+	if s.clock != nil {
+		now = strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
+	}
+	args = append(args, op, strconv.FormatInt(n, 10), now, strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
+	args = append(args, c.args...)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	res, err := script.Exec(cctx, s.client, s.keys(c, p, key), args).AsIntSlice()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the caller gave up; Redis is not to blame
+		}
+		s.breaker.failure()
+		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+	}
+	if len(res) != 2+4*len(c.suffixes) {
+		s.breaker.failure()
+		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(res))
+	}
+	s.breaker.success()
+	return res, nil
+}
+
+// decision combines the script's per-limit statuses into a Decision.
+func decision(p *sluice.Policy, res []int64) sluice.Decision {
+	const us = int64(time.Microsecond)
+	var sum algo.Status
+	bind := 0
+	for i := range p.Len() {
+		r := res[2+4*i:]
+		st := algo.Status{Allowed: r[0] == 1, Remaining: r[1], RetryAfter: r[2] * us, ResetAfter: r[3] * us}
+		if i == 0 || algo.Binds(sum, st) {
+			sum, bind = st, i
+		}
+	}
+	return sluice.MakeDecision(p, bind, sum, res[0]*us)
+}
+
+// degrade answers per OnError after Redis failed with err.
+func (s *Store) degrade(ctx context.Context, p *sluice.Policy, err error, local func(sluice.Store) (sluice.Decision, error)) (sluice.Decision, error) {
+	if ctx.Err() != nil {
+		return sluice.Decision{}, ctx.Err()
+	}
+	if s.onFailure != nil {
+		s.onFailure(err)
+	}
+	now := time.Now()
+	switch s.onError {
+	case Allow:
+		r := p.Rule(0)
+		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}, nil
+	case Deny:
+		retry := time.Second
+		if open, until := s.breaker.state(); open {
+			retry = max(until.Sub(now), time.Millisecond)
+		}
+		return sluice.Decision{Limit: p.Rule(0).Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}, nil
+	}
+	d, lerr := local(s.fallback)
+	d.Degraded = true
+	return d, lerr
+}
+
+// Take implements sluice.Store.
+func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
+	c := s.compile(p)
+	if c.err != nil {
+		return sluice.Decision{}, c.err
+	}
+	var id [2]uint64
+	cacheable := s.deny != nil && n == 1
+	if cacheable {
+		id = s.deny.id(c.slots, key)
+		if d, ok := s.deny.get(id, s.mono.UnixNano(), n); ok {
+			return s.cached(d), nil
+		}
+	}
+	res, err := s.call(ctx, c, p, key, "take", n, 0)
+	if err != nil {
+		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
+	}
+	d := decision(p, res)
+	if cacheable && !d.Allowed && d.RetryAfter > 0 {
+		now := s.mono.UnixNano()
+		s.deny.put(id, n, denial{until: now + int64(d.RetryAfter), reset: now + int64(d.ResetAfter), limit: d.Limit, index: d.Index})
+	}
+	return d, nil
+}
+
+// cached turns a remembered denial into a Decision.
+func (s *Store) cached(d denial) sluice.Decision {
+	now := s.mono.UnixNano()
+	return sluice.Decision{
+		Limit:      d.limit,
+		RetryAfter: time.Duration(d.until - now),
+		ResetAfter: time.Duration(max(d.reset-now, d.until-now)),
+		Index:      d.index,
+		Time:       time.Now(),
+	}
+}
+
+// Peek implements sluice.Store.
+func (s *Store) Peek(ctx context.Context, p *sluice.Policy, key string) (sluice.Decision, error) {
+	c := s.compile(p)
+	if c.err != nil {
+		return sluice.Decision{}, c.err
+	}
+	res, err := s.call(ctx, c, p, key, "peek", 0, 0)
+	if err != nil {
+		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Peek(ctx, p, key) })
+	}
+	return decision(p, res), nil
+}
+
+// Reserve implements sluice.Store.
+func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int64, maxWait time.Duration) (sluice.Decision, error) {
+	c := s.compile(p)
+	if c.err != nil {
+		return sluice.Decision{}, c.err
+	}
+	maxUs := int64(maxWait / time.Microsecond)
+	res, err := s.call(ctx, c, p, key, "reserve", n, maxUs)
+	if err != nil {
+		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
+	}
+	d := decision(p, res)
+	wait := time.Duration(res[1]) * time.Microsecond
+	if res[1] > maxUs {
+		d.Allowed, d.RetryAfter = false, wait
+		return d, nil
+	}
+	d.Delay = wait
+	d.ResetAfter += wait
+	return d, nil
+}
+
+// Cancel implements sluice.Store.
+func (s *Store) Cancel(ctx context.Context, p *sluice.Policy, key string, n int64, at time.Time) error {
+	c := s.compile(p)
+	if c.err != nil {
+		return c.err
+	}
+	if _, err := s.call(ctx, c, p, key, "cancel", n, at.UnixMicro()); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if s.onFailure != nil {
+			s.onFailure(err)
+		}
+		if s.onError == Local {
+			return s.fallback.Cancel(ctx, p, key, n, at)
+		}
+		return err
+	}
+	return nil
+}
+
+// Reset implements sluice.Store. It also forgets the key in the local cache
+// of denials and in the fallback store.
+func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
+	c := s.compile(p)
+	if c.err != nil {
+		return c.err
+	}
+	if s.deny != nil {
+		s.deny.forget(s.deny.id(c.slots, key))
+	}
+	if s.fallback != nil {
+		if err := s.fallback.Reset(ctx, p, key); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	keys := s.keys(c, p, key)
+	if err := s.client.Do(cctx, s.client.B().Del().Key(keys...).Build()).Error(); err != nil {
+		return fmt.Errorf("redisstore: reset: %w", err)
+	}
+	return nil
+}

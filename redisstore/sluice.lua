@@ -1,0 +1,409 @@
+-- Sluice's Redis script: every algorithm of package algo, decided and charged
+-- atomically in one call. It mirrors algo's Go code line by line, in
+-- microseconds instead of nanoseconds, and is held to it by the conformance
+-- suite.
+--
+-- KEYS: two per limit: the state key, and an auxiliary key used by
+--       sliding_log (both carry the same hash tag, so they share a slot).
+-- ARGV: op ("take", "peek", "reserve", "cancel"), cost n, now in µs ("" to use
+--       the server's TIME), maxWait (reserve) or due time (cancel) in µs,
+--       the number of limits, then per limit: algorithm (1 token_bucket,
+--       2 gcra, 3 fixed_window, 4 sliding_window, 5 sliding_log), count,
+--       period in µs, burst, and the reduced rate l/p (l units per p µs).
+-- Returns {now, wait, then per limit: allowed, remaining, retry, reset}.
+
+-- Exact integer arithmetic. Lua's numbers are doubles, exact only below
+-- 2^53, and the algorithms multiply counts by periods. A "big" number is
+-- three digits {h, m, l} worth h*2^52 + m*2^26 + l with 0 <= m, l < 2^26.
+-- Every input to mul and divmod is a non-negative integer below 2^52.
+local D = 67108864 -- 2^26
+local D2 = D * D
+
+local function big(x)
+  local h = math.floor(x / D2)
+  x = x - h * D2
+  local m = math.floor(x / D)
+  return {h, m, x - m * D}
+end
+
+local ZERO = {0, 0, 0}
+
+local function mul(a, b)
+  local a1 = math.floor(a / D)
+  local a0 = a - a1 * D
+  local b1 = math.floor(b / D)
+  local b0 = b - b1 * D
+  local lo = a0 * b0
+  local mid = a1 * b0 + a0 * b1
+  local hi = a1 * b1
+  local lc = math.floor(lo / D)
+  local mc = math.floor(mid / D)
+  lo = lo - lc * D
+  mid = mid - mc * D + lc
+  local c = math.floor(mid / D)
+  return {hi + mc + c, mid - c * D, lo}
+end
+
+local function add(x, y)
+  local l = x[3] + y[3]
+  local c = math.floor(l / D)
+  local m = x[2] + y[2] + c
+  local c2 = math.floor(m / D)
+  return {x[1] + y[1] + c2, m - c2 * D, l - c * D}
+end
+
+local function cmp(x, y)
+  for i = 1, 3 do
+    if x[i] ~= y[i] then
+      if x[i] < y[i] then return -1 end
+      return 1
+    end
+  end
+  return 0
+end
+
+-- sub returns x - y for x >= y.
+local function sub(x, y)
+  local l = x[3] - y[3]
+  local m = x[2] - y[2]
+  local h = x[1] - y[1]
+  if l < 0 then l = l + D; m = m - 1 end
+  if m < 0 then m = m + D; h = h - 1 end
+  return {h, m, l}
+end
+
+local function subFloor(x, y)
+  if cmp(x, y) < 0 then return ZERO end
+  return sub(x, y)
+end
+
+local function isZero(x) return x[1] == 0 and x[2] == 0 and x[3] == 0 end
+
+-- divmod returns floor(x/d) and x mod d for 0 < d < 2^52 and a quotient
+-- below 2^52: an estimate in floating point, corrected exactly.
+local function divmod(x, d)
+  local q = math.floor((x[1] * D2 + x[2] * D + x[3]) / d)
+  if q < 0 then q = 0 end
+  local p = mul(q, d)
+  while cmp(p, x) > 0 do
+    q = q - 1
+    p = mul(q, d)
+  end
+  local r = sub(x, p)
+  local bd = big(d)
+  while cmp(r, bd) >= 0 do
+    q = q + 1
+    r = sub(r, bd)
+  end
+  return q, r[1] * D2 + r[2] * D + r[3]
+end
+
+local function divCeil(x, d)
+  local q, r = divmod(x, d)
+  if r ~= 0 then q = q + 1 end
+  return q
+end
+
+local function floorDiv(a, b)
+  local q = math.floor(a / b)
+  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
+  return q
+end
+
+local function fmt(x) return string.format('%.0f', x) end
+
+-- The algorithms. A rule is {alg, count, period, burst, l, p, cap}; a
+-- fixed-size state is {T, A, B} as in algo.State; a status is
+-- {allowed, remaining, retry, reset}.
+local TOKEN_BUCKET, GCRA, FIXED, SLIDING, LOG = 1, 2, 3, 4, 5
+
+local function fresh(st) return st[1] == 0 and st[2] == 0 and st[3] == 0 end
+
+local function debt(r, st, now)
+  if fresh(st) then return ZERO end
+  if r.alg == GCRA then
+    if st[1] < now then return ZERO end
+    return add(mul(st[1] - now, r.l), big(st[2]))
+  end
+  local deficit = sub(r.cap, add(mul(st[2], r.p), big(st[3])))
+  if now >= st[1] then
+    return subFloor(deficit, mul(now - st[1], r.l))
+  end
+  return add(deficit, mul(st[1] - now, r.l))
+end
+
+local function bucketState(r, d, now)
+  if r.alg == GCRA then
+    local q, frac = divmod(d, r.l)
+    return {now + q, frac, 0}
+  end
+  local used, rem = divmod(d, r.p)
+  if rem == 0 then return {now, r.burst - used, 0} end
+  return {now, r.burst - used - 1, r.p - rem}
+end
+
+local function evalBucket(r, st, now, n)
+  local d = debt(r, st, now)
+  local cost = n
+  if n == 0 then cost = 1 end
+  local room = sub(r.cap, mul(cost, r.p))
+  local s = {cmp(d, room) <= 0, 0, 0, 0}
+  if not s[1] then
+    s[3] = divCeil(sub(d, room), r.l)
+  elseif n > 0 then
+    d = add(d, mul(n, r.p))
+  end
+  local used, rem = divmod(d, r.p)
+  if rem ~= 0 then used = used + 1 end
+  s[2] = math.max(r.burst - used, 0)
+  s[4] = divCeil(d, r.l)
+  if not s[1] or n == 0 then return s, nil end
+  return s, bucketState(r, d, now)
+end
+
+local function bucketWait(r, st, now, n)
+  local d = debt(r, st, now)
+  local room = sub(r.cap, mul(n, r.p))
+  if cmp(d, room) <= 0 then return 0 end
+  return divCeil(sub(d, room), r.l)
+end
+
+local function windowStart(r, now)
+  return floorDiv(now, r.period) * r.period
+end
+
+local function startFor(r, known, now)
+  if known <= now and now - known < r.period then return known end
+  if known <= now and now - known < 2 * r.period then return known + r.period end
+  return windowStart(r, now)
+end
+
+local function evalFixed(r, st, now, n)
+  local start, count = startFor(r, st[1], now), 0
+  if st[1] >= start then start, count = st[1], st[2] end
+  local cost = math.max(n, 1)
+  local s = {count + cost <= r.count, 0, 0, 0}
+  local next = nil
+  if s[1] and n > 0 then
+    count = count + n
+    next = {start, count, 0}
+  end
+  local stop = start + r.period - now
+  if not s[1] then s[3] = stop end
+  s[2] = r.count - count
+  if count > 0 then s[4] = stop end
+  return s, next
+end
+
+local function slidingRetry(r, start, now, prev, cur, n)
+  local P = r.period
+  if cur + n > r.count then
+    local keep = divmod(mul(r.count - n, P), cur)
+    return start + P - now + P - keep
+  end
+  local keep = divmod(mul(r.count - cur - n, P), prev)
+  return start + P - keep - now
+end
+
+local function evalSliding(r, st, now, n)
+  local P = r.period
+  local start = startFor(r, st[1], now)
+  local prev, cur = 0, 0
+  if st[1] >= start then
+    start, prev, cur = st[1], st[2], st[3]
+  elseif st[1] + P == start then
+    prev = st[3]
+  end
+  local e = math.max(now - start, 0)
+  local weighted = mul(prev, P - e)
+  local limit = mul(r.count, P)
+  local cost = math.max(n, 1)
+  local used = add(weighted, mul(cur + cost, P))
+  local s = {cmp(limit, used) >= 0, 0, 0, 0}
+  local next = nil
+  if s[1] and n > 0 then
+    cur = cur + n
+    next = {start, prev, cur}
+  end
+  if not s[1] then s[3] = slidingRetry(r, start, now, prev, cur, cost) end
+  s[2] = divmod(subFloor(limit, add(weighted, mul(cur, P))), P)
+  if cur > 0 then
+    s[4] = start + 2 * P - now
+  elseif prev > 0 then
+    s[4] = start + P - now
+  end
+  return s, next
+end
+
+-- sliding_log keeps a sorted set of admitted requests (member "seq:cost",
+-- score the time) and, in the auxiliary key, "sum seq": the total cost and
+-- the last sequence number, which makes members unique even within one
+-- microsecond.
+local function loadLog(r, now)
+  local meta = redis.call('GET', r.aux)
+  local sum, seq = 0, 0
+  if meta then
+    local a, b = string.match(meta, '^(%d+) (%d+)$')
+    sum, seq = tonumber(a), tonumber(b)
+  end
+  local old = redis.call('ZRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))
+  if #old > 0 then
+    for _, m in ipairs(old) do
+      sum = sum - tonumber(string.match(m, ':(%d+)$'))
+    end
+    redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))
+    if sum == 0 then
+      redis.call('DEL', r.aux)
+    else
+      redis.call('SET', r.aux, fmt(sum) .. ' ' .. fmt(seq), 'KEEPTTL')
+    end
+  end
+  return {sum = sum, seq = seq}
+end
+
+local function evalLog(r, lg, now, n)
+  local cost = math.max(n, 1)
+  local s = {lg.sum + cost <= r.count, 0, 0, 0}
+  local used = lg.sum
+  if s[1] then
+    used = used + n
+  else
+    local free = lg.sum + cost - r.count
+    local all = redis.call('ZRANGE', r.key, 0, -1, 'WITHSCORES')
+    for i = 1, #all, 2 do
+      free = free - tonumber(string.match(all[i], ':(%d+)$'))
+      if free <= 0 then
+        s[3] = tonumber(all[i + 1]) + r.period - now
+        break
+      end
+    end
+  end
+  s[2] = r.count - used
+  if used > 0 then
+    local newest = now
+    local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+    if #last > 0 then
+      local t = tonumber(last[2])
+      if s[1] and n > 0 then newest = math.max(newest, t) else newest = t end
+    end
+    s[4] = newest + r.period - now
+  end
+  return s
+end
+
+-- slack pads TTLs when the caller supplies the time: TTLs run on the server's
+-- clock, which the caller's clock (a test's fake clock) need not keep pace
+-- with.
+local slack = 0
+if ARGV[3] ~= '' then slack = 3600000 end
+
+local function ttl(us)
+  return math.max(math.ceil(us / 1000), 1) + slack
+end
+
+local function recordLog(r, lg, now, n, reset)
+  local at = now
+  local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+  if #last > 0 then at = math.max(at, tonumber(last[2])) end
+  lg.seq = lg.seq + 1
+  lg.sum = lg.sum + n
+  redis.call('ZADD', r.key, fmt(at), fmt(lg.seq) .. ':' .. fmt(n))
+  redis.call('PEXPIRE', r.key, ttl(reset))
+  redis.call('SET', r.aux, fmt(lg.sum) .. ' ' .. fmt(lg.seq), 'PX', ttl(reset))
+end
+
+local function loadState(r)
+  local v = redis.call('GET', r.key)
+  if not v then return {0, 0, 0} end
+  local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
+  if not a then return {0, 0, 0} end
+  return {tonumber(a), tonumber(b), tonumber(c)}
+end
+
+local function saveState(r, st, reset)
+  redis.call('SET', r.key, fmt(st[1]) .. ' ' .. fmt(st[2]) .. ' ' .. fmt(st[3]), 'PX', ttl(reset))
+end
+
+local function eval(r, now, n)
+  if r.alg == LOG then return evalLog(r, r.log, now, n), nil end
+  if r.alg == FIXED then return evalFixed(r, r.st, now, n) end
+  if r.alg == SLIDING then return evalSliding(r, r.st, now, n) end
+  return evalBucket(r, r.st, now, n)
+end
+
+-- Main.
+local op = ARGV[1]
+local n = tonumber(ARGV[2])
+local now
+if ARGV[3] ~= '' then
+  now = tonumber(ARGV[3])
+else
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+local arg = tonumber(ARGV[4])
+local rules = {}
+for i = 1, tonumber(ARGV[5]) do
+  local b = 5 + (i - 1) * 6
+  local r = {
+    alg = tonumber(ARGV[b + 1]), count = tonumber(ARGV[b + 2]), period = tonumber(ARGV[b + 3]),
+    burst = tonumber(ARGV[b + 4]), l = tonumber(ARGV[b + 5]), p = tonumber(ARGV[b + 6]),
+    key = KEYS[2 * i - 1], aux = KEYS[2 * i],
+  }
+  r.cap = mul(r.burst, r.p)
+  rules[i] = r
+end
+
+if op == 'cancel' then
+  if arg > now then
+    for _, r in ipairs(rules) do
+      local st = loadState(r)
+      if not fresh(st) then
+        local d = subFloor(debt(r, st, now), mul(n, r.p))
+        if isZero(d) then
+          redis.call('DEL', r.key)
+        else
+          saveState(r, bucketState(r, d, now), divCeil(d, r.l))
+        end
+      end
+    end
+  end
+  return {now, 0}
+end
+
+for _, r in ipairs(rules) do
+  if r.alg == LOG then r.log = loadLog(r, now) else r.st = loadState(r) end
+end
+
+local at, wait, commit = now, 0, op == 'take'
+if op == 'peek' then n = 0 end
+if op == 'reserve' then
+  for _, r in ipairs(rules) do wait = math.max(wait, bucketWait(r, r.st, now, n)) end
+  if wait <= arg then
+    at, commit = now + wait, true
+  end
+end
+
+local out = {now, wait}
+local all = true
+for i, r in ipairs(rules) do
+  local s, next = eval(r, at, n)
+  r.status, r.next = s, next
+  all = all and s[1]
+  local j = 2 + (i - 1) * 4
+  out[j + 1] = s[1] and 1 or 0
+  out[j + 2] = s[2]
+  out[j + 3] = s[3]
+  out[j + 4] = s[4]
+end
+if all and commit and n > 0 then
+  for _, r in ipairs(rules) do
+    local reset = at - now + r.status[4]
+    if r.alg == LOG then
+      recordLog(r, r.log, at, n, reset)
+    else
+      saveState(r, r.next, reset)
+    end
+  end
+end
+return out
