@@ -20,11 +20,11 @@ type breaker struct {
 
 	fails atomic.Int64 // failures in a row
 
-	mu       sync.Mutex
-	open     bool
-	until    time.Time     // while open: when the next probe may go
-	backoff  time.Duration // the current cooldown
-	probing  bool
+	mu      sync.Mutex
+	open    bool
+	until   time.Time     // while open: when the next probe may go
+	backoff time.Duration // the current cooldown
+	probing bool
 }
 
 const maxCooldown = 30 * time.Second
