@@ -1,0 +1,195 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/clock"
+)
+
+// These tests look inside the store: at the table's probe runs, at the
+// recency that eviction reads, and at the memory a shard holds.
+
+var base = time.Unix(1_700_006_400, 0)
+
+func testStore(t *testing.T, opts Options) (*Store, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(base)
+	opts.Clock = clk
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = -1
+	}
+	s := New(opts)
+	t.Cleanup(func() { s.Close() })
+	return s, clk
+}
+
+func testPolicy(t *testing.T, limits ...sluice.Limit) *sluice.Policy {
+	t.Helper()
+	p, err := sluice.NewPolicy(fmt.Sprintf("%s-%d", t.Name(), rand.Uint64()), limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestTableMatchesMap runs random inserts, lookups and removals, with ids
+// crowded into few home slots so that probe runs are long and wrap around,
+// against a map.
+func TestTableMatchesMap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	tab := table{slots: make([]entry, minSlots)}
+	want := map[id]int64{}
+	var ids []id
+	for step := range 200_000 {
+		switch x := rng.IntN(10); {
+		case x < 4 || len(ids) == 0: // insert a new id
+			k := id{a: rng.Uint64()&^0xff | uint64(rng.IntN(4))<<1 | 1, b: rng.Uint64()}
+			if _, ok := want[k]; ok {
+				continue
+			}
+			if _, found := tab.lookup(k); found {
+				t.Fatalf("step %d: lookup(%v) found an id never inserted", step, k)
+			}
+			tab.slots[tab.insert(k)].st.A = int64(step)
+			want[k] = int64(step)
+			ids = append(ids, k)
+		case x < 7: // remove one
+			i := rng.IntN(len(ids))
+			k := ids[i]
+			j, found := tab.lookup(k)
+			if !found {
+				t.Fatalf("step %d: lookup(%v) = not found, want found", step, k)
+			}
+			tab.remove(j)
+			delete(want, k)
+			ids[i] = ids[len(ids)-1]
+			ids = ids[:len(ids)-1]
+		case x < 8 && len(tab.slots) > minSlots && tab.used*8 < len(tab.slots):
+			tab.resize(max(minSlots, nextPow2(tab.used*2)))
+		default: // look one up
+			k := ids[rng.IntN(len(ids))]
+			j, found := tab.lookup(k)
+			if !found || tab.slots[j].st.A != want[k] {
+				t.Fatalf("step %d: lookup(%v) = %v, %v; want the entry of step %d", step, k, found, tab.slots[j].st.A, want[k])
+			}
+		}
+		if tab.used != len(want) {
+			t.Fatalf("step %d: used = %d, want %d", step, tab.used, len(want))
+		}
+	}
+	for k, v := range want {
+		if j, found := tab.lookup(k); !found || tab.slots[j].st.A != v {
+			t.Fatalf("at the end: lookup(%v) = %v; want the entry of step %d", k, found, v)
+		}
+	}
+}
+
+// TestDeniedDecisionRefreshesRecency checks that a key's entries count as
+// recently used when a decision reads them, whether it admits or denies:
+// eviction spares the recently used, and a client that is being denied is
+// the one whose state matters most. A policy of one limit refreshes them;
+// a policy of two or more does not (memstore.go, shard.decide returns for a
+// denial before it writes e.seen, which it writes only when committing).
+func TestDeniedDecisionRefreshesRecency(t *testing.T) {
+	for _, pc := range []struct {
+		name   string
+		limits []sluice.Limit
+	}{
+		{"one_limit", []sluice.Limit{{Algorithm: sluice.GCRA, Count: 1, Period: time.Hour}}},
+		{"two_limits", []sluice.Limit{{Algorithm: sluice.GCRA, Count: 1, Period: time.Hour}, {Algorithm: sluice.FixedWindow, Count: 10, Period: time.Hour}}},
+		{"log_and_bucket", []sluice.Limit{{Algorithm: sluice.SlidingLog, Count: 1, Period: time.Hour}, {Algorithm: sluice.GCRA, Count: 10, Period: time.Hour}}},
+	} {
+		t.Run(pc.name, func(t *testing.T) {
+			s, clk := testStore(t, Options{Shards: 1})
+			p := testPolicy(t, pc.limits...)
+			ctx := context.Background()
+			if d, _ := s.Take(ctx, p, "k", 1); !d.Allowed {
+				t.Fatal("first request denied")
+			}
+			clk.Advance(10 * time.Second)
+			if d, _ := s.Take(ctx, p, "k", 1); d.Allowed {
+				t.Fatal("second request admitted")
+			}
+			now := s.sec(clk.UnixNano(), false)
+			k0, k1, sh := s.hash("k")
+			for i := range p.Len() {
+				k := entryID(k0, k1, p.Slot(i))
+				var seen uint32
+				if lc := sh.logs[k]; lc != nil {
+					seen = lc.seen
+				} else if j, ok := sh.tab.lookup(k); ok {
+					seen = sh.tab.slots[j].seen
+				} else {
+					t.Fatalf("limit %d: no entry", i)
+				}
+				if seen != now {
+					t.Errorf("limit %d (%s) after a denial at second %d: seen = second %d, want %d", i, p.Rule(i), now, seen, now)
+				}
+			}
+		})
+	}
+}
+
+// TestSweepShrinksShard fills one shard, lets most of it expire and sweeps:
+// the table and the log map are rebuilt smaller, and what lives on keeps
+// its state.
+func TestSweepShrinksShard(t *testing.T) {
+	s, clk := testStore(t, Options{Shards: 1})
+	short := testPolicy(t, sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Second})
+	long := testPolicy(t, sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Hour})
+	logs := testPolicy(t, sluice.Limit{Algorithm: sluice.SlidingLog, Count: 1, Period: time.Second})
+	ctx := context.Background()
+	for i := range 20_000 {
+		s.Take(ctx, short, fmt.Sprint(i), 1)
+	}
+	for i := range 3000 {
+		s.Take(ctx, logs, fmt.Sprint(i), 1)
+	}
+	for i := range 100 {
+		s.Take(ctx, long, fmt.Sprint(i), 1)
+	}
+	sh := &s.shards[0]
+	grown := len(sh.tab.slots)
+	if grown < 20_100 || sh.peak != 3000 {
+		t.Fatalf("after 20,100 keys and 3000 logs: %d slots and a peak of %d logs; want at least 20,100 slots and 3000", grown, sh.peak)
+	}
+	clk.Advance(2 * time.Second)
+	for pass := 0; s.Len() > 100; pass++ {
+		if pass == 1000 {
+			t.Fatalf("after 1000 sweeps Len = %d, want 100", s.Len())
+		}
+		s.Sweep()
+	}
+	// One more pass shrinks the table once it holds under an eighth.
+	s.Sweep()
+	if got, want := len(sh.tab.slots), nextPow2(200); got != want {
+		t.Errorf("table of 100 live entries after sweeping: %d slots, want %d (grown to %d)", got, want, grown)
+	}
+	// The log map is rebuilt once it falls under a quarter of its peak
+	// (maps of up to 1024 entries are left as they are).
+	if sh.peak >= 3000/4 || len(sh.logs) != 0 {
+		t.Errorf("log map after its 3000 entries expired: peak %d, %d entries; want a peak under 750 (rebuilt) and 0 entries", sh.peak, len(sh.logs))
+	}
+	for i := range 100 {
+		if d, _ := s.Peek(ctx, long, fmt.Sprint(i)); d.Allowed {
+			t.Fatalf("key %d of the long policy is fresh again after the shrink, want it still limited", i)
+		}
+	}
+	for i := range 100 {
+		if d, _ := s.Take(ctx, short, fmt.Sprint(i), 1); !d.Allowed {
+			t.Fatalf("key %d of the short policy is limited after expiring", i)
+		}
+	}
+	var zero algo.State
+	for i := range sh.tab.slots {
+		if e := &sh.tab.slots[i]; e.id.a != 0 && e.st == zero {
+			t.Errorf("slot %d holds a zero state", i)
+		}
+	}
+}
