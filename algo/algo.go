@@ -186,7 +186,7 @@ func Compile(alg Algorithm, count int64, period time.Duration, burst int64) (Rul
 		burst = count
 	}
 	if !alg.IsBucket() && burst != count {
-		return Rule{}, fmt.Errorf("%w: %s: burst applies only to token_bucket and gcra", ErrInvalidRule, alg)
+		return Rule{}, fmt.Errorf("%w: %s: burst %d: burst applies only to token_bucket and gcra", ErrInvalidRule, alg, burst)
 	}
 	if burst > MaxCount {
 		return Rule{}, fmt.Errorf("%w: %s: burst %d exceeds %d", ErrInvalidRule, alg, burst, int64(MaxCount))

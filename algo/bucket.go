@@ -34,11 +34,19 @@ func (r *Rule) debt(st State, now int64) u128 {
 }
 
 // state encodes debt Δ at time now as a State of the rule's algorithm.
-// For TokenBucket, Δ must not exceed the capacity.
 func (r *Rule) state(debt u128, now int64) State {
 	if r.alg == GCRA {
 		q, rem := r.divL.divmod(debt)
 		return State{T: now + q.int64(), A: int64(rem)}
+	}
+	if r.capacity.less(debt) {
+		// More debt than a bucket holds (reservations queued beyond an
+		// empty bucket): anchor the state at the first whole nanosecond
+		// at which the debt fits, where it is exactly
+		// Δ − shift×l; debt() adds back what drains until then.
+		shift := r.divL.divCeil(debt.sub(r.capacity))
+		debt = debt.subFloor(mul(uint64(shift), r.l))
+		now += shift
 	}
 	used, rem := r.divP.divmod(debt)
 	return r.tokens(used.int64(), rem, now)

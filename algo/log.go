@@ -23,7 +23,8 @@ func (lg *Log) Bytes() int { return cap(lg.ring) * 16 }
 func (lg *Log) at(i int) *logEntry { return &lg.ring[(lg.head+i)&(len(lg.ring)-1)] }
 
 // expire drops the entries that no longer count at now: those at or before
-// now−Period. This changes no decision, so EvalLog may do it.
+// now−Period. Only Record calls it, so that evaluating (a peek, a denial)
+// changes nothing even if the clock later steps back.
 func (lg *Log) expire(now, period int64) {
 	for lg.size > 0 {
 		e := lg.at(0)
@@ -54,19 +55,23 @@ func (lg *Log) resize(n int) {
 }
 
 // EvalLog decides a request of cost n at time now against a SlidingLog rule.
-// It drops expired entries but records nothing: call Record when the request
-// is admitted. A cost of 0 peeks, as for Eval.
+// It changes nothing: call Record when the request is admitted. A cost of 0
+// peeks, as for Eval.
 func (r *Rule) EvalLog(lg *Log, now, n int64) Status {
-	lg.expire(now, r.period)
+	// Entries at or before now−Period no longer count.
+	first, sum := 0, lg.sum
+	for ; first < lg.size && lg.at(first).at <= now-r.period; first++ {
+		sum -= lg.at(first).n
+	}
 	cost := max(n, 1)
-	s := Status{Allowed: lg.sum+cost <= r.count}
-	used := lg.sum
+	s := Status{Allowed: sum+cost <= r.count}
+	used := sum
 	if s.Allowed {
 		used += n
 	} else {
 		// Wait until enough of the oldest entries expire.
-		free := lg.sum + cost - r.count
-		for i := range lg.size {
+		free := sum + cost - r.count
+		for i := first; i < lg.size; i++ {
 			e := lg.at(i)
 			if free -= e.n; free <= 0 {
 				s.RetryAfter = e.at + r.period - now
@@ -77,7 +82,7 @@ func (r *Rule) EvalLog(lg *Log, now, n int64) Status {
 	s.Remaining = r.count - used
 	if used > 0 {
 		newest := now // the request being admitted
-		if lg.size > 0 {
+		if first < lg.size {
 			last := lg.at(lg.size - 1).at
 			if s.Allowed && n > 0 {
 				newest = max(newest, last)
@@ -94,6 +99,7 @@ func (r *Rule) EvalLog(lg *Log, now, n int64) Status {
 // the newest entry (a clock that stepped back) is recorded at the newest
 // entry's time, which keeps the log ordered and can only delay expiry.
 func (r *Rule) Record(lg *Log, now, n int64) {
+	lg.expire(now, r.period)
 	if lg.size > 0 {
 		last := lg.at(lg.size - 1)
 		if last.at >= now {

@@ -78,6 +78,7 @@ type shard struct {
 	tab    table           // state of every limit but sliding_log
 	logs   map[id]*logCell // sliding_log state
 	max    int             // entry cap
+	ticks  uint32          // logical clock of accesses, for recency
 	peak   int             // most sliding_log entries since the last shrink
 	cursor uint64          // the janitor's position in tab
 	_      [64]byte
@@ -85,8 +86,17 @@ type shard struct {
 
 type logCell struct {
 	log  algo.Log
-	exp  uint32
-	seen uint32
+	exp  uint32 // as entry.exp
+	seen uint32 // as entry.seen
+}
+
+// tick advances the shard's logical clock of accesses and returns it.
+// Recency is kept in accesses rather than seconds so that eviction can tell
+// a key used a moment ago from the thousands of keys a flood brings in the
+// same second.
+func (sh *shard) tick() uint32 {
+	sh.ticks++
+	return sh.ticks
 }
 
 func (sh *shard) len() int { return sh.tab.used + len(sh.logs) }
@@ -118,7 +128,9 @@ func New(opts Options) *Store {
 		done:   make(chan struct{}),
 	}
 	s.nano, _ = opts.Clock.(nanoClock)
-	s.base = s.now()
+	// The second counters start 2^31 seconds (68 years) before now, so
+	// that a clock stepped back before the store's creation still counts.
+	s.base = s.now() - 1<<31*int64(time.Second)
 	per := max((opts.MaxKeys+n-1)/n, 1)
 	for i := range s.shards {
 		sh := &s.shards[i]
@@ -278,9 +290,9 @@ func (sh *shard) state(k id) algo.State {
 // and status of the binding limit; durations count from at. The caller
 // holds sh.mu.
 func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit bool) (int, algo.Status) {
-	seen := s.sec(now, false)
+	c := clocks{now: s.sec(now, false), seen: sh.tick()}
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
-		return 0, sh.decideOne(s, p.Rule(0), entryID(k0, k1, p.Slot(0)), seen, at, n, commit)
+		return 0, sh.decideOne(s, p.Rule(0), entryID(k0, k1, p.Slot(0)), c, at, n, commit)
 	}
 	var (
 		ids  [sluice.MaxLimits]id
@@ -295,13 +307,18 @@ func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n in
 		var st algo.Status
 		if r.Algorithm() == algo.SlidingLog {
 			if lc := sh.logs[k]; lc != nil {
-				lc.seen = seen
+				lc.seen = c.seen
 				st = r.EvalLog(&lc.log, at, n)
 			} else {
 				st = r.EvalLog(&algo.Log{}, at, n)
 			}
 		} else {
-			next[i], st = r.Eval(sh.state(k), at, n)
+			var cur algo.State
+			if j, ok := sh.tab.lookup(k); ok {
+				e := &sh.tab.slots[j]
+				e.seen, cur = c.seen, e.st
+			}
+			next[i], st = r.Eval(cur, at, n)
 		}
 		ttl[i] = st.ResetAfter
 		if i == 0 || algo.Binds(sum, st) {
@@ -316,23 +333,23 @@ func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n in
 		r, k := p.Rule(i), ids[i]
 		exp := s.sec(at+ttl[i], true)
 		if r.Algorithm() == algo.SlidingLog {
-			sh.record(r, k, keep, seen, exp, at, n)
+			sh.record(r, k, keep, c, exp, at, n)
 			continue
 		}
-		e := sh.entry(k, keep, seen)
-		e.st, e.exp, e.seen = next[i], exp, seen
+		e := sh.entry(k, keep, c)
+		e.st, e.exp = next[i], exp
 	}
 	return bind, sum
 }
 
 // decideOne is decide for a policy of one limit that is not a sliding_log:
 // the common case, kept to one lookup and an update in place.
-func (sh *shard) decideOne(s *Store, r *algo.Rule, k id, seen uint32, at, n int64, commit bool) algo.Status {
+func (sh *shard) decideOne(s *Store, r *algo.Rule, k id, c clocks, at, n int64, commit bool) algo.Status {
 	j, found := sh.tab.lookup(k)
 	if !found {
 		next, st := r.Eval(algo.State{}, at, n)
 		if st.Allowed && commit && n > 0 {
-			e := sh.add(k, []id{k}, seen)
+			e := sh.add(k, []id{k}, c)
 			e.st, e.exp = next, s.sec(at+st.ResetAfter, true)
 		}
 		return st
@@ -342,38 +359,44 @@ func (sh *shard) decideOne(s *Store, r *algo.Rule, k id, seen uint32, at, n int6
 	if st.Allowed && commit && n > 0 {
 		e.st, e.exp = next, s.sec(at+st.ResetAfter, true)
 	}
-	e.seen = seen
+	e.seen = c.seen
 	return st
 }
 
 // entry returns the entry with id k, adding it if needed; an eviction to
 // make room spares the ids in keep.
-func (sh *shard) entry(k id, keep []id, seen uint32) *entry {
+func (sh *shard) entry(k id, keep []id, c clocks) *entry {
 	if j, ok := sh.tab.lookup(k); ok {
-		return &sh.tab.slots[j]
+		e := &sh.tab.slots[j]
+		e.seen = c.seen
+		return e
 	}
-	return sh.add(k, keep, seen)
+	return sh.add(k, keep, c)
 }
 
 // add inserts a new entry, evicting one first if the shard is full.
-func (sh *shard) add(k id, keep []id, seen uint32) *entry {
-	sh.makeRoom(keep, seen)
+func (sh *shard) add(k id, keep []id, c clocks) *entry {
+	sh.makeRoom(keep, c)
 	e := &sh.tab.slots[sh.tab.insert(k)]
-	e.seen = seen
+	e.seen = c.seen
 	return e
 }
 
-func (sh *shard) record(r *algo.Rule, k id, keep []id, seen, exp uint32, at, n int64) {
+func (sh *shard) record(r *algo.Rule, k id, keep []id, c clocks, exp uint32, at, n int64) {
 	lc := sh.logs[k]
 	if lc == nil {
-		sh.makeRoom(keep, seen)
+		sh.makeRoom(keep, c)
 		lc = new(logCell)
 		sh.logs[k] = lc
 		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	r.Record(&lc.log, at, n)
-	lc.exp, lc.seen = exp, seen
+	lc.exp, lc.seen = exp, c.seen
 }
+
+// clocks are the two times a decision stamps on entries: now in the store's
+// seconds, against which expiry is checked, and the shard's access tick.
+type clocks struct{ now, seen uint32 }
 
 // evictSample is how many entries an eviction looks at.
 const evictSample = 8
@@ -382,11 +405,11 @@ const evictSample = 8
 // sample if there is one, otherwise the least recently seen of the sample.
 // The ids in keep, those of the decision being made, are spared, so that a
 // decision never evicts the state it is about to charge.
-func (sh *shard) makeRoom(keep []id, now uint32) {
+func (sh *shard) makeRoom(keep []id, c clocks) {
 	if sh.len() < sh.max {
 		return
 	}
-	idx, seen, expired, ok := sh.tab.candidate(keep, now)
+	idx, age, expired, ok := sh.tab.candidate(keep, c)
 	if expired {
 		sh.tab.remove(idx)
 		return
@@ -399,7 +422,7 @@ logs:
 				continue logs
 			}
 		}
-		if lc.exp <= now || !ok || lc.seen < seen {
+		if lc.exp <= c.now || !ok || c.seen-lc.seen > age {
 			delete(sh.logs, k)
 			return
 		}

@@ -93,9 +93,8 @@ func TestTableMatchesMap(t *testing.T) {
 // TestDeniedDecisionRefreshesRecency checks that a key's entries count as
 // recently used when a decision reads them, whether it admits or denies:
 // eviction spares the recently used, and a client that is being denied is
-// the one whose state matters most. A policy of one limit refreshes them;
-// a policy of two or more does not (memstore.go, shard.decide returns for a
-// denial before it writes e.seen, which it writes only when committing).
+// the one whose state matters most. Recency is the shard's access tick, so
+// after the denial every entry of the key carries the shard's latest tick.
 func TestDeniedDecisionRefreshesRecency(t *testing.T) {
 	for _, pc := range []struct {
 		name   string
@@ -116,8 +115,8 @@ func TestDeniedDecisionRefreshesRecency(t *testing.T) {
 			if d, _ := s.Take(ctx, p, "k", 1); d.Allowed {
 				t.Fatal("second request admitted")
 			}
-			now := s.sec(clk.UnixNano(), false)
 			k0, k1, sh := s.hash("k")
+			now := sh.ticks
 			for i := range p.Len() {
 				k := entryID(k0, k1, p.Slot(i))
 				var seen uint32
@@ -129,7 +128,7 @@ func TestDeniedDecisionRefreshesRecency(t *testing.T) {
 					t.Fatalf("limit %d: no entry", i)
 				}
 				if seen != now {
-					t.Errorf("limit %d (%s) after a denial at second %d: seen = second %d, want %d", i, p.Rule(i), now, seen, now)
+					t.Errorf("limit %d (%s) after a denial at tick %d: seen = tick %d, want %d", i, p.Rule(i), now, seen, now)
 				}
 			}
 		})

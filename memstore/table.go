@@ -43,7 +43,7 @@ type table struct {
 type entry struct {
 	id   id
 	st   algo.State
-	seen uint32 // last access, seconds since the store's base
+	seen uint32 // the shard's access tick at the last access
 	exp  uint32 // when st is fresh again, seconds since the base, rounded up
 }
 
@@ -121,8 +121,9 @@ func (t *table) random() uint64 {
 
 // candidate picks an entry to evict, sparing the ids in keep: an expired one
 // among a sample of up to evictSample entries if there is one (reported with
-// expired set), otherwise the least recently seen of the sample.
-func (t *table) candidate(keep []id, now uint32) (idx uint64, seen uint32, expired, ok bool) {
+// expired set), otherwise the least recently seen of the sample. It returns
+// the entry's age in access ticks.
+func (t *table) candidate(keep []id, c clocks) (idx uint64, age uint32, expired, ok bool) {
 	if t.used == 0 {
 		return 0, 0, false, false
 	}
@@ -141,12 +142,13 @@ outer:
 			}
 		}
 		looked++
-		if e.exp <= now {
-			return i, e.seen, true, true
+		if e.exp <= c.now {
+			return i, 0, true, true
 		}
-		if !ok || e.seen < seen {
-			idx, seen, ok = i, e.seen, true
+		// Ticks wrap around; the difference is the age all the same.
+		if a := c.seen - e.seen; !ok || a > age {
+			idx, age, ok = i, a, true
 		}
 	}
-	return idx, seen, false, ok
+	return idx, age, false, ok
 }

@@ -137,6 +137,13 @@ local function bucketState(r, d, now)
     local q, frac = divmod(d, r.l)
     return {now + q, frac, 0}
   end
+  if cmp(r.cap, d) < 0 then
+    -- More debt than a bucket holds: anchor at the first whole µs at which
+    -- it fits (see algo.Rule.state).
+    local shift = divCeil(sub(d, r.cap), r.l)
+    d = subFloor(d, mul(shift, r.l))
+    now = now + shift
+  end
   local used, rem = divmod(d, r.p)
   if rem == 0 then return {now, r.burst - used, 0} end
   return {now, r.burst - used - 1, r.p - rem}
@@ -241,35 +248,29 @@ end
 -- microsecond.
 local function loadLog(r, now)
   local meta = redis.call('GET', r.aux)
-  local sum, seq = 0, 0
+  local lg = {sum = 0, seq = 0, live = 0}
   if meta then
     local a, b = string.match(meta, '^(%d+) (%d+)$')
-    sum, seq = tonumber(a), tonumber(b)
+    lg.sum, lg.seq = tonumber(a), tonumber(b)
   end
-  local old = redis.call('ZRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))
-  if #old > 0 then
-    for _, m in ipairs(old) do
-      sum = sum - tonumber(string.match(m, ':(%d+)$'))
-    end
-    redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))
-    if sum == 0 then
-      redis.call('DEL', r.aux)
-    else
-      redis.call('SET', r.aux, fmt(sum) .. ' ' .. fmt(seq), 'KEEPTTL')
-    end
+  -- Entries at or before now−period no longer count; they are removed only
+  -- when a request is recorded, so that evaluating changes nothing.
+  lg.live = lg.sum
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))) do
+    lg.live = lg.live - tonumber(string.match(m, ':(%d+)$'))
   end
-  return {sum = sum, seq = seq}
+  return lg
 end
 
 local function evalLog(r, lg, now, n)
   local cost = math.max(n, 1)
-  local s = {lg.sum + cost <= r.count, 0, 0, 0}
-  local used = lg.sum
+  local s = {lg.live + cost <= r.count, 0, 0, 0}
+  local used = lg.live
   if s[1] then
     used = used + n
   else
-    local free = lg.sum + cost - r.count
-    local all = redis.call('ZRANGE', r.key, 0, -1, 'WITHSCORES')
+    local free = lg.live + cost - r.count
+    local all = redis.call('ZRANGEBYSCORE', r.key, '(' .. fmt(now - r.period), '+inf', 'WITHSCORES')
     for i = 1, #all, 2 do
       free = free - tonumber(string.match(all[i], ':(%d+)$'))
       if free <= 0 then
@@ -282,7 +283,7 @@ local function evalLog(r, lg, now, n)
   if used > 0 then
     local newest = now
     local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
-    if #last > 0 then
+    if #last > 0 and lg.live > 0 then
       local t = tonumber(last[2])
       if s[1] and n > 0 then newest = math.max(newest, t) else newest = t end
     end
@@ -302,6 +303,10 @@ local function ttl(us)
 end
 
 local function recordLog(r, lg, now, n, reset)
+  if lg.live ~= lg.sum then
+    redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))
+    lg.sum = lg.live
+  end
   local at = now
   local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
   if #last > 0 then at = math.max(at, tonumber(last[2])) end
