@@ -19,9 +19,10 @@
 //
 // The state of limit i of policy P for key K lives at
 //
-//	<prefix>:{<P>:<K>}:<i>:<algorithm>:<count>:<period in µs>:<burst>
+//	<prefix>:{<length of P>:<P>:<K>}:<i>:<algorithm>:<count>:<period in µs>:<burst>
 //
-// (and, for sliding_log, the same key with ":m" appended). The braces are a
+// (and, for sliding_log, the same key with ":m" appended). The length makes
+// the pair unambiguous whatever either contains. The braces are a
 // Redis Cluster hash tag: every key of one limited entity lands in one slot,
 // so multi-limit decisions never fail with CROSSSLOT. Changing a limit's
 // definition changes its key, so it starts afresh. Every key carries a TTL
@@ -349,7 +350,7 @@ func gcd(a, b int64) int64 {
 // keys returns the Redis keys of key under p: the state and auxiliary key of
 // each limit.
 func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
-	base := s.prefix + ":{" + p.Name() + ":" + key + "}"
+	base := s.prefix + ":{" + strconv.Itoa(len(p.Name())) + ":" + p.Name() + ":" + key + "}"
 	out := make([]string, 0, 2*len(c.suffixes))
 	for _, suf := range c.suffixes {
 		k := base + suf
@@ -381,7 +382,7 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 		s.breaker.failure()
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
-	if len(res) != 2+4*len(c.suffixes) {
+	if want := 2 + 4*len(c.suffixes); len(res) != want && (op != "cancel" || len(res) != 2) {
 		s.breaker.failure()
 		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(res))
 	}
@@ -436,11 +437,14 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 		return sluice.Decision{}, c.err
 	}
 	var id [2]uint64
-	cacheable := s.deny != nil && n == 1
-	if cacheable {
+	if s.deny != nil {
 		id = s.deny.id(c.slots, key)
-		if d, ok := s.deny.get(id, s.mono.UnixNano(), n); ok {
-			return s.cached(d), nil
+		// Only requests of cost 1 are answered from the cache: for them
+		// the cached RetryAfter is exact.
+		if n == 1 {
+			if d, ok := s.deny.get(id, s.localNow(), n); ok {
+				return s.cached(d), nil
+			}
 		}
 	}
 	res, err := s.call(ctx, c, p, key, "take", n, 0)
@@ -448,22 +452,40 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 	}
 	d := decision(p, res)
-	if cacheable && !d.Allowed && d.RetryAfter > 0 {
-		now := s.mono.UnixNano()
-		s.deny.put(id, n, denial{until: now + int64(d.RetryAfter), reset: now + int64(d.ResetAfter), limit: d.Limit, index: d.Index})
+	if s.deny != nil {
+		// Redis's latest answer replaces whatever the cache held for the
+		// key, so that a denial is never served once Redis has said more.
+		if n == 1 && !d.Allowed && d.RetryAfter > 0 {
+			now := s.localNow()
+			s.deny.put(id, n, denial{until: now + int64(d.RetryAfter), reset: now + int64(d.ResetAfter), limit: d.Limit, index: d.Index})
+		} else {
+			s.deny.forget(id)
+		}
 	}
 	return d, nil
 }
 
+// localNow is the time the cache of denials runs on: Options.Clock when set,
+// otherwise the local monotonic clock.
+func (s *Store) localNow() int64 {
+	if s.clock != nil {
+		return s.clock.Now().UnixNano()
+	}
+	return s.mono.UnixNano()
+}
+
 // cached turns a remembered denial into a Decision.
 func (s *Store) cached(d denial) sluice.Decision {
-	now := s.mono.UnixNano()
+	now, wall := s.localNow(), time.Now()
+	if s.clock != nil {
+		wall = time.Unix(0, now)
+	}
 	return sluice.Decision{
 		Limit:      d.limit,
 		RetryAfter: time.Duration(d.until - now),
 		ResetAfter: time.Duration(max(d.reset-now, d.until-now)),
 		Index:      d.index,
-		Time:       time.Now(),
+		Time:       wall,
 	}
 }
 
@@ -487,6 +509,9 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 		return sluice.Decision{}, c.err
 	}
 	maxUs := int64(maxWait / time.Microsecond)
+	if s.deny != nil {
+		s.deny.forget(s.deny.id(c.slots, key))
+	}
 	res, err := s.call(ctx, c, p, key, "reserve", n, maxUs)
 	if err != nil {
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
@@ -507,6 +532,9 @@ func (s *Store) Cancel(ctx context.Context, p *sluice.Policy, key string, n int6
 	c := s.compile(p)
 	if c.err != nil {
 		return c.err
+	}
+	if s.deny != nil {
+		s.deny.forget(s.deny.id(c.slots, key))
 	}
 	if _, err := s.call(ctx, c, p, key, "cancel", n, at.UnixMicro()); err != nil {
 		if ctx.Err() != nil {
