@@ -19,6 +19,9 @@ func newStore(t *testing.T, srv *redistest.Server, clk redisstore.Clock, opts re
 	t.Helper()
 	opts.URL = "redis://" + srv.Addr
 	opts.Clock = clk
+	if opts.Timeout == 0 {
+		opts.Timeout = 10 * time.Second // decisions, not latency, are under test
+	}
 	s, err := redisstore.New(opts)
 	if err != nil {
 		t.Fatal(err)
