@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -29,6 +30,7 @@ type Server struct {
 
 	bin  string
 	dir  string
+	conf string // a configuration file to start with, first on the command line
 	args []string
 	cmd  *exec.Cmd
 }
@@ -79,11 +81,16 @@ func Start(t testing.TB, args ...string) *Server {
 }
 
 func (s *Server) start() error {
-	args := append([]string{
+	var args []string
+	if s.conf != "" {
+		args = append(args, s.conf)
+	}
+	args = append(args,
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
-	}, s.args...)
+	)
+	args = append(args, s.args...)
 	s.cmd = exec.Command(s.bin, args...)
 	if err := s.cmd.Start(); err != nil {
 		return err
@@ -113,6 +120,31 @@ func (s *Server) Stop() {
 	s.cmd = nil
 }
 
+// Pause stops the server process with SIGSTOP: it keeps its port, and the
+// kernel keeps accepting connections for it, but it answers nothing, like a
+// Redis stuck in a long command or behind a partition that drops packets.
+// Resume, Restart and Stop end the pause.
+func (s *Server) Pause(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatalf("pausing redis-server on %s: not running", s.Addr)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pausing redis-server on %s: %v", s.Addr, err)
+	}
+}
+
+// Resume continues a paused server with SIGCONT.
+func (s *Server) Resume(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil || s.cmd.Process == nil {
+		t.Fatalf("resuming redis-server on %s: not running", s.Addr)
+	}
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("resuming redis-server on %s: %v", s.Addr, err)
+	}
+}
+
 // Restart starts the server again on the same port, empty: like a Redis
 // restarted without persistence, it has lost every key and script.
 func (s *Server) Restart(t testing.TB) {
@@ -124,10 +156,23 @@ func (s *Server) Restart(t testing.TB) {
 }
 
 // Do sends one command and returns its reply line, for test setup and
-// inspection. Bulk replies are returned as their content.
+// inspection. Bulk replies are returned as their content, arrays as their
+// elements joined by newlines (see DoList).
 func (s *Server) Do(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := s.do(args...)
+	if err != nil {
+		t.Fatalf("redis %v on %s: %v", args, s.Addr, err)
+	}
+	return out
+}
+
+// DoList sends one command and returns its reply as a list: the elements of
+// an array reply, flattened, with nil elements as empty strings, or a
+// one-element list for any other reply. For KEYS, ZRANGE and the like.
+func (s *Server) DoList(t testing.TB, args ...string) []string {
+	t.Helper()
+	out, err := s.doList(args...)
 	if err != nil {
 		t.Fatalf("redis %v on %s: %v", args, s.Addr, err)
 	}
@@ -143,9 +188,14 @@ func (s *Server) ping() error {
 }
 
 func (s *Server) do(args ...string) (string, error) {
+	out, err := s.doList(args...)
+	return strings.Join(out, "\n"), err
+}
+
+func (s *Server) doList(args ...string) ([]string, error) {
 	c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -155,28 +205,43 @@ func (s *Server) do(args ...string) (string, error) {
 		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
+		return nil, err
 	}
-	r := bufio.NewReader(c)
+	return readReply(bufio.NewReader(c), nil)
+}
+
+// readReply appends the RESP2 reply read from r to out, flattening arrays.
+func readReply(r *bufio.Reader, out []string) ([]string, error) {
 	line, err := r.ReadString('\n')
 	if err != nil {
-		return "", err
+		return out, err
 	}
 	line = strings.TrimRight(line, "\r\n")
 	switch {
 	case strings.HasPrefix(line, "-"):
-		return "", fmt.Errorf("%s", line[1:])
-	case strings.HasPrefix(line, "$-1"):
-		return "", nil
+		return out, fmt.Errorf("%s", line[1:])
+	case strings.HasPrefix(line, "$-1"), strings.HasPrefix(line, "*-1"):
+		return append(out, ""), nil
 	case strings.HasPrefix(line, "$"):
 		n, _ := strconv.Atoi(line[1:])
 		buf := make([]byte, n+2)
 		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+			return out, err
 		}
-		return string(buf[:n]), nil
+		return append(out, string(buf[:n])), nil
+	case strings.HasPrefix(line, "*"):
+		n, _ := strconv.Atoi(line[1:])
+		if out == nil {
+			out = []string{}
+		}
+		for range n {
+			if out, err = readReply(r, out); err != nil {
+				return out, err
+			}
+		}
+		return out, nil
 	}
-	return strings.TrimLeft(line, "+:"), nil
+	return append(out, strings.TrimLeft(line, "+:")), nil
 }
 
 // StartCluster starts a Redis Cluster of masters nodes without replicas and
@@ -212,4 +277,43 @@ func StartCluster(t testing.TB, masters int) []*Server {
 		}
 	}
 	return nodes
+}
+
+// StartSentinel starts a Redis Sentinel (redis-server --sentinel) that
+// monitors master under the name masterSet with a quorum of one, waits until
+// it reports the master's address, and stops it when t ends. Clients find
+// the master by asking it, as with Options{Addrs: sentinel, MasterSet: name}.
+func StartSentinel(t testing.TB, masterSet string, master *Server) *Server {
+	t.Helper()
+	s := &Server{bin: binary(t), dir: t.TempDir(), args: []string{"--sentinel"}}
+	// Sentinel rewrites its configuration file, so it must be its own.
+	s.conf = filepath.Join(s.dir, "sentinel.conf")
+	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 5000\n", masterSet, master.Port, masterSet)
+	for attempt := 0; ; attempt++ {
+		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
+			t.Fatalf("writing sentinel configuration: %v", err)
+		}
+		s.Port = freePort(t)
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		err := s.start()
+		if err == nil {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("starting redis sentinel: %v", err)
+		}
+	}
+	t.Cleanup(s.Stop)
+	want := "127.0.0.1\n" + strconv.Itoa(master.Port) // host and port, as Do joins them
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := s.do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", masterSet)
+		if err == nil && got == want {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sentinel on %s does not report master %s: got %q, %v; want %q", s.Addr, masterSet, got, err, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
