@@ -58,6 +58,17 @@ func (b *breaker) success() {
 	b.mu.Unlock()
 }
 
+// abandon records a decision whose caller gave up before Redis answered: it
+// says nothing of Redis's health, but a probe must not stay outstanding.
+func (b *breaker) abandon() {
+	if b.closed.Load() {
+		return
+	}
+	b.mu.Lock()
+	b.probing = false
+	b.mu.Unlock()
+}
+
 // failure records a decision that Redis failed, and reports whether the
 // breaker is now open.
 func (b *breaker) failure() bool {

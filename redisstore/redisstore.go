@@ -31,7 +31,10 @@
 //
 // # Failures
 //
-// A decision waits at most Options.Timeout for Redis. When Redis fails (down,
+// A decision waits at most Options.Timeout for Redis. A decision that times
+// out may still be charged: its command was sent, and a slow Redis runs it
+// late. The timeout bounds the caller's wait, not what Redis does; a
+// request is never charged more than once. When Redis fails (down,
 // slow, partitioned) the store answers per Options.OnError: Local (the
 // default) decides with an in-memory store holding the same limits, Allow
 // admits, Deny rejects. A circuit breaker stops calling a Redis that keeps
@@ -376,8 +379,9 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	defer cancel()
 	res, err := script.Exec(cctx, s.client, s.keys(c, p, key), args).AsIntSlice()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err() // the caller gave up; Redis is not to blame
+		if cerr := callerDone(ctx); cerr != nil {
+			s.breaker.abandon()
+			return nil, cerr // the caller gave up; Redis is not to blame
 		}
 		s.breaker.failure()
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
@@ -405,10 +409,23 @@ func decision(p *sluice.Policy, res []int64) sluice.Decision {
 	return sluice.MakeDecision(p, bind, sum, res[0]*us)
 }
 
+// callerDone returns the caller's context error, also when its deadline has
+// passed but the context has not yet noticed: rueidis turns the deadline
+// into a socket deadline that can fire a moment before the context's timer.
+func callerDone(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // degrade answers per OnError after Redis failed with err.
 func (s *Store) degrade(ctx context.Context, p *sluice.Policy, err error, local func(sluice.Store) (sluice.Decision, error)) (sluice.Decision, error) {
-	if ctx.Err() != nil {
-		return sluice.Decision{}, ctx.Err()
+	if cerr := callerDone(ctx); cerr != nil {
+		return sluice.Decision{}, cerr
 	}
 	if s.onFailure != nil {
 		s.onFailure(err)
@@ -537,8 +554,8 @@ func (s *Store) Cancel(ctx context.Context, p *sluice.Policy, key string, n int6
 		s.deny.forget(s.deny.id(c.slots, key))
 	}
 	if _, err := s.call(ctx, c, p, key, "cancel", n, at.UnixMicro()); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
+		if cerr := callerDone(ctx); cerr != nil {
+			return cerr
 		}
 		if s.onFailure != nil {
 			s.onFailure(err)
