@@ -9,26 +9,30 @@
 --       the server's TIME), maxWait (reserve) or due time (cancel) in µs,
 --       the number of limits, then per limit: algorithm (1 token_bucket,
 --       2 gcra, 3 fixed_window, 4 sliding_window, 5 sliding_log), count,
---       period in µs, burst, and the reduced rate l/p (l units per p µs).
+--       period in µs, burst, the reduced rate l/p (l units per p µs), and 1
+--       if the rule needs big-number arithmetic, else 0.
 -- Returns {now, wait, then per limit: allowed, remaining, retry, reset}.
 
 -- Exact integer arithmetic. Lua's numbers are doubles, exact only below
--- 2^53, and the algorithms multiply counts by periods. A "big" number is
--- three digits {h, m, l} worth h*2^52 + m*2^26 + l with 0 <= m, l < 2^26.
--- Every input to mul and divmod is a non-negative integer below 2^52.
+-- 2^53, and the algorithms multiply counts by periods. Two sets of the same
+-- operations exist: plain numbers, for rules whose every intermediate value
+-- stays below 2^52 (the store tells, per rule: nearly all real rules), and
+-- "big" numbers, three digits {h, m, l} worth h*2^52 + m*2^26 + l with
+-- 0 <= m, l < 2^26, for the rest. Every input to mul and divmod is a
+-- non-negative integer below 2^52.
 local D = 67108864 -- 2^26
 local D2 = D * D
 
-local function big(x)
+local function bbig(x)
   local h = math.floor(x / D2)
   x = x - h * D2
   local m = math.floor(x / D)
   return {h, m, x - m * D}
 end
 
-local ZERO = {0, 0, 0}
+local BZERO = {0, 0, 0}
 
-local function mul(a, b)
+local function bmul(a, b)
   local a1 = math.floor(a / D)
   local a0 = a - a1 * D
   local b1 = math.floor(b / D)
@@ -44,7 +48,7 @@ local function mul(a, b)
   return {hi + mc + c, mid - c * D, lo}
 end
 
-local function add(x, y)
+local function badd(x, y)
   local l = x[3] + y[3]
   local c = math.floor(l / D)
   local m = x[2] + y[2] + c
@@ -52,7 +56,7 @@ local function add(x, y)
   return {x[1] + y[1] + c2, m - c2 * D, l - c * D}
 end
 
-local function cmp(x, y)
+local function bcmp(x, y)
   for i = 1, 3 do
     if x[i] ~= y[i] then
       if x[i] < y[i] then return -1 end
@@ -63,7 +67,7 @@ local function cmp(x, y)
 end
 
 -- sub returns x - y for x >= y.
-local function sub(x, y)
+local function bsub(x, y)
   local l = x[3] - y[3]
   local m = x[2] - y[2]
   local h = x[1] - y[1]
@@ -72,36 +76,71 @@ local function sub(x, y)
   return {h, m, l}
 end
 
-local function subFloor(x, y)
-  if cmp(x, y) < 0 then return ZERO end
-  return sub(x, y)
+local function bsubFloor(x, y)
+  if bcmp(x, y) < 0 then return BZERO end
+  return bsub(x, y)
 end
 
-local function isZero(x) return x[1] == 0 and x[2] == 0 and x[3] == 0 end
+local function bisZero(x) return x[1] == 0 and x[2] == 0 and x[3] == 0 end
 
 -- divmod returns floor(x/d) and x mod d for 0 < d < 2^52 and a quotient
 -- below 2^52: an estimate in floating point, corrected exactly.
-local function divmod(x, d)
+local function bdivmod(x, d)
   local q = math.floor((x[1] * D2 + x[2] * D + x[3]) / d)
   if q < 0 then q = 0 end
-  local p = mul(q, d)
-  while cmp(p, x) > 0 do
+  local p = bmul(q, d)
+  while bcmp(p, x) > 0 do
     q = q - 1
-    p = mul(q, d)
+    p = bmul(q, d)
   end
-  local r = sub(x, p)
-  local bd = big(d)
-  while cmp(r, bd) >= 0 do
+  local r = bsub(x, p)
+  local bd = bbig(d)
+  while bcmp(r, bd) >= 0 do
     q = q + 1
-    r = sub(r, bd)
+    r = bsub(r, bd)
   end
   return q, r[1] * D2 + r[2] * D + r[3]
 end
 
-local function divCeil(x, d)
-  local q, r = divmod(x, d)
+local function bdivCeil(x, d)
+  local q, r = bdivmod(x, d)
   if r ~= 0 then q = q + 1 end
   return q
+end
+
+
+-- The plain set: exact while every value stays below 2^52.
+local function pdivmod(x, d)
+  local q = math.floor(x / d)
+  local r = x - q * d
+  if r < 0 then
+    q, r = q - 1, r + d
+  elseif r >= d then
+    q, r = q + 1, r - d
+  end
+  return q, r
+end
+
+local plain = {
+  big = function(x) return x end,
+  zero = 0,
+  mul = function(a, b) return a * b end,
+  add = function(x, y) return x + y end,
+  sub = function(x, y) return x - y end,
+  subFloor = function(x, y) if x < y then return 0 end return x - y end,
+  cmp = function(x, y) if x < y then return -1 elseif x > y then return 1 end return 0 end,
+  isZero = function(x) return x == 0 end,
+  divmod = pdivmod,
+  divCeil = function(x, d) local q, r = pdivmod(x, d) if r ~= 0 then q = q + 1 end return q end,
+}
+local wide = {big = bbig, zero = BZERO, mul = bmul, add = badd, sub = bsub, subFloor = bsubFloor,
+  cmp = bcmp, isZero = bisZero, divmod = bdivmod, divCeil = bdivCeil}
+
+-- The current set, chosen per rule by use().
+local big, ZERO, mul, add, sub, subFloor, cmp, isZero, divmod, divCeil
+local function use(set)
+  big, ZERO, mul, add, sub, subFloor, cmp, isZero, divmod, divCeil =
+    set.big, set.zero, set.mul, set.add, set.sub, set.subFloor, set.cmp, set.isZero, set.divmod, set.divCeil
 end
 
 local function floorDiv(a, b)
@@ -349,12 +388,14 @@ end
 local arg = tonumber(ARGV[4])
 local rules = {}
 for i = 1, tonumber(ARGV[5]) do
-  local b = 5 + (i - 1) * 6
+  local b = 5 + (i - 1) * 7
   local r = {
     alg = tonumber(ARGV[b + 1]), count = tonumber(ARGV[b + 2]), period = tonumber(ARGV[b + 3]),
     burst = tonumber(ARGV[b + 4]), l = tonumber(ARGV[b + 5]), p = tonumber(ARGV[b + 6]),
-    key = KEYS[2 * i - 1], aux = KEYS[2 * i],
+    set = plain, key = KEYS[2 * i - 1], aux = KEYS[2 * i],
   }
+  if ARGV[b + 7] == '1' then r.set = wide end
+  use(r.set)
   r.cap = mul(r.burst, r.p)
   rules[i] = r
 end
@@ -362,6 +403,7 @@ end
 if op == 'cancel' then
   if arg > now then
     for _, r in ipairs(rules) do
+      use(r.set)
       local st = loadState(r)
       if not fresh(st) then
         local d = subFloor(debt(r, st, now), mul(n, r.p))
@@ -383,7 +425,10 @@ end
 local at, wait, commit = now, 0, op == 'take'
 if op == 'peek' then n = 0 end
 if op == 'reserve' then
-  for _, r in ipairs(rules) do wait = math.max(wait, bucketWait(r, r.st, now, n)) end
+  for _, r in ipairs(rules) do
+    use(r.set)
+    wait = math.max(wait, bucketWait(r, r.st, now, n))
+  end
   if wait <= arg then
     at, commit = now + wait, true
   end
@@ -392,6 +437,7 @@ end
 local out = {now, wait}
 local all = true
 for i, r in ipairs(rules) do
+  use(r.set)
   local s, next = eval(r, at, n)
   r.status, r.next = s, next
   all = all and s[1]
