@@ -126,22 +126,22 @@ func (s *Server) Stop() {
 // Resume, Restart and Stop end the pause.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
-	if s.cmd == nil || s.cmd.Process == nil {
-		t.Fatalf("pausing redis-server on %s: not running", s.Addr)
-	}
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatalf("pausing redis-server on %s: %v", s.Addr, err)
-	}
+	s.signal(t, syscall.SIGSTOP, "pausing")
 }
 
 // Resume continues a paused server with SIGCONT.
 func (s *Server) Resume(t testing.TB) {
 	t.Helper()
+	s.signal(t, syscall.SIGCONT, "resuming")
+}
+
+func (s *Server) signal(t testing.TB, sig syscall.Signal, doing string) {
+	t.Helper()
 	if s.cmd == nil || s.cmd.Process == nil {
-		t.Fatalf("resuming redis-server on %s: not running", s.Addr)
+		t.Fatalf("%s redis-server on %s: not running", doing, s.Addr)
 	}
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatalf("resuming redis-server on %s: %v", s.Addr, err)
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("%s redis-server on %s: %v", doing, s.Addr, err)
 	}
 }
 
