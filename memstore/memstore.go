@@ -2,14 +2,23 @@
 // exact, with no allocation per decision on an existing key.
 //
 // Keys are spread over shards by a seeded hash, each shard guarded by its own
-// mutex, so decisions on different keys rarely contend. Idle keys expire by
-// themselves: a key is forgotten once its state is back to fresh, by a
-// janitor that samples a few entries of each shard per tick (no sweep ever
-// stops the world) and by evictions when a shard is full. MaxKeys is a hard
-// cap: when a shard is full, a new key evicts an expired entry if the sample
-// holds one and otherwise the least recently used one, so that a flood of
-// random keys (spoofed IPs, random API keys) cannot exhaust memory; it can
-// only make the store forget its least useful keys.
+// mutex, so decisions on different keys rarely contend. Each shard keeps an
+// open-addressing table of 48-byte entries, one per limit per key, holding
+// no pointers: an entry is identified by a 128-bit keyed hash of the key and
+// the limit instead of the key's bytes, so its size does not depend on the
+// key's length and the garbage collector never scans it (see id in
+// table.go for the collision odds). sliding_log state, whose size grows with
+// the limit, lives beside the table.
+//
+// Idle keys expire by themselves: an entry is forgotten once its state is
+// back to fresh, by a janitor that each tick examines the next few thousand
+// slots of every shard, one shard lock at a time (no sweep ever stops the
+// world), and by evictions when a shard is full. MaxKeys is a hard cap: when
+// a shard is full, a new entry evicts an expired entry from a sample of
+// eight, or else the least recently used one of the sample, recency being
+// counted in the shard's accesses; so a flood of random keys (spoofed IPs,
+// random API keys) cannot exhaust memory, and a key in active use, such as a
+// client being denied, outlives the flood's keys.
 //
 // A Store is safe for concurrent use. Its decisions are atomic per key: all
 // limits of a policy are checked and charged under one lock.
