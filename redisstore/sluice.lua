@@ -1,7 +1,9 @@
 -- Sluice's Redis script: every algorithm of package algo, decided and charged
 -- atomically in one call. It mirrors algo's Go code line by line, in
 -- microseconds instead of nanoseconds, and is held to it by the conformance
--- suite.
+-- suite. The store sends it for policies with a rule that needs big-number
+-- arithmetic; plain.lua, the same decisions in plain arithmetic written for
+-- speed, serves every other policy.
 --
 -- KEYS: two per limit: the state key, and an auxiliary key used by
 --       sliding_log (both carry the same hash tag, so they share a slot).
@@ -356,16 +358,23 @@ local function recordLog(r, lg, now, n, reset)
   redis.call('SET', r.aux, fmt(lg.sum) .. ' ' .. fmt(lg.seq), 'PX', ttl(reset))
 end
 
+-- A state is kept as three doubles, struct.pack('<ddd'): every state value
+-- is an integer below 2^53. The text form "T A B" of earlier versions is
+-- still read. plain.lua keeps the same form in the same keys.
 local function loadState(r)
   local v = redis.call('GET', r.key)
   if not v then return {0, 0, 0} end
+  if #v == 24 then
+    local a, b, c = struct.unpack('<ddd', v)
+    return {a, b, c}
+  end
   local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
   if not a then return {0, 0, 0} end
   return {tonumber(a), tonumber(b), tonumber(c)}
 end
 
 local function saveState(r, st, reset)
-  redis.call('SET', r.key, fmt(st[1]) .. ' ' .. fmt(st[2]) .. ' ' .. fmt(st[3]), 'PX', ttl(reset))
+  redis.call('SET', r.key, struct.pack('<ddd', st[1], st[2], st[3]), 'PX', ttl(reset))
 end
 
 local function eval(r, now, n)

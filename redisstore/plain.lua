@@ -1,0 +1,362 @@
+-- Sluice's Redis script for policies whose every limit runs on plain
+-- numbers: the store sends it instead of sluice.lua when every intermediate
+-- value of every limit stays below 2^52, where Lua's doubles are exact
+-- integers (nearly all real rules). It takes the same KEYS and ARGV, returns
+-- the same reply, keeps the same state in the same keys and makes the same
+-- decisions as sluice.lua, and mirrors package algo's Go code as that does.
+--
+-- It is written for speed: Redis runs the whole chunk on every call, so it
+-- creates no closures and no tables but its reply (and, for policies of
+-- several limits, one table of pending writes): the algorithms are inline in
+-- the main loop and their arithmetic is plain operators.
+
+local floor = math.floor
+
+-- divmod returns floor(x/d) and x mod d for integers 0 <= x < 2^52 and
+-- 0 < d < 2^52: the quotient in floating point, corrected by one if the
+-- division rounded across an integer.
+local function divmod(x, d)
+  local q = floor(x / d)
+  local r = x - q * d
+  if r < 0 then
+    q, r = q - 1, r + d
+  elseif r >= d then
+    q, r = q + 1, r - d
+  end
+  return q, r
+end
+
+-- slack pads TTLs when the caller supplies the time: TTLs run on the server's
+-- clock, which the caller's clock (a test's fake clock) need not keep pace
+-- with.
+local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local now, slack
+if ARGV[3] ~= '' then
+  now, slack = tonumber(ARGV[3]), 3600000
+else
+  local t = redis.call('TIME')
+  now, slack = t[1] * 1000000 + t[2], 0
+end
+
+-- The state of a limit, as in algo.State: three doubles (struct.pack
+-- '<ddd'; every state value is an integer below 2^53), or nothing for a
+-- fresh key. The text form "T A B" of earlier versions is still read. The
+-- main loop decodes inline; cancel and reserve use load.
+local load
+if op == 'cancel' or op == 'reserve' then
+  load = function(key)
+    local v = redis.call('GET', key)
+    if v then
+      if #v == 24 then return struct.unpack('<ddd', v) end
+      local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
+      if a then return tonumber(a), tonumber(b), tonumber(c) end
+    end
+    return 0, 0, 0
+  end
+end
+
+if op == 'cancel' then
+  -- algo.Rule.Refund for every limit (all are buckets).
+  if arg > now then
+    for i = 1, nl do
+      local b = 5 + (i - 1) * 7
+      local alg, burst, l, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+      local cap = burst * p
+      local key = KEYS[2 * i - 1]
+      local T, A, B = load(key)
+      if not (T == 0 and A == 0 and B == 0) then
+        local d = 0
+        if alg == 2 then
+          if T >= now then d = (T - now) * l + A end
+        elseif now >= T then
+          d = math.max(cap - (A * p + B) - (now - T) * l, 0)
+        else
+          d = cap - (A * p + B) + (T - now) * l
+        end
+        d = math.max(d - n * p, 0)
+        if d == 0 then
+          redis.call('DEL', key)
+        else
+          local at, v = now
+          if alg == 2 then
+            local q, frac = divmod(d, l)
+            v = struct.pack('<ddd', now + q, frac, 0)
+          else
+            if cap < d then
+              -- More debt than a bucket holds: anchor at the first whole µs
+              -- at which it fits (see algo.Rule.state).
+              local shift, r = divmod(d - cap, l)
+              if r ~= 0 then shift = shift + 1 end
+              d = math.max(d - shift * l, 0)
+              at = now + shift
+            end
+            local used, rem = divmod(d, p)
+            if rem == 0 then
+              v = struct.pack('<ddd', at, burst - used, 0)
+            else
+              v = struct.pack('<ddd', at, burst - used - 1, p - rem)
+            end
+          end
+          local reset, r = divmod(d, l)
+          if r ~= 0 then reset = reset + 1 end
+          redis.call('SET', key, v, 'PX', math.max(math.ceil(reset / 1000), 1) + slack)
+        end
+      end
+    end
+  end
+  return {now, 0}
+end
+
+-- Reserve: the earliest time every limit admits n (algo.Rule.Wait).
+local at, wait, commit = now, 0, op == 'take'
+if op == 'peek' then n = 0 end
+if op == 'reserve' then
+  for i = 1, nl do
+    local b = 5 + (i - 1) * 7
+    local alg, burst, l, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+    local T, A, B = load(KEYS[2 * i - 1])
+    local d = 0
+    if not (T == 0 and A == 0 and B == 0) then
+      if alg == 2 then
+        if T >= now then d = (T - now) * l + A end
+      elseif now >= T then
+        d = math.max(burst * p - (A * p + B) - (now - T) * l, 0)
+      else
+        d = burst * p - (A * p + B) + (T - now) * l
+      end
+    end
+    local room = (burst - n) * p
+    if d > room then
+      local w, r = divmod(d - room, l)
+      if r ~= 0 then w = w + 1 end
+      wait = math.max(wait, w)
+    end
+  end
+  if wait <= arg then
+    at, commit = now + wait, true
+  end
+end
+commit = commit and n > 0
+
+-- Decide every limit at time at. A request is charged to every limit or to
+-- none: the writes wait in pend (key, value, TTL; for sliding_log, what
+-- recording needs) until every limit has admitted it.
+local out, all, pend = {now, wait}, true, nil
+for i = 1, nl do
+  local b = 5 + (i - 1) * 7
+  local alg, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  local key = KEYS[2 * i - 1]
+  local ok, remaining, retry, reset = false, 0, 0, 0
+  local v -- the new state, when admitted and charged
+  local cost = n
+  if n == 0 then cost = 1 end
+  local T, A, B = 0, 0, 0
+  if alg ~= 5 then
+    local s = redis.call('GET', key)
+    if s then
+      if #s == 24 then
+        T, A, B = struct.unpack('<ddd', s)
+      else
+        local x, y, z = string.match(s, '^(%d+) (%d+) (%d+)$')
+        if x then T, A, B = tonumber(x), tonumber(y), tonumber(z) end
+      end
+    end
+  end
+  if alg <= 2 then
+    -- TokenBucket and GCRA (algo.Rule.evalBucket): the debt d in ticks.
+    local burst, l, p = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
+    local cap = burst * p
+        local d = 0
+    if not (T == 0 and A == 0 and B == 0) then
+      if alg == 2 then
+        if T >= at then d = (T - at) * l + A end
+      elseif at >= T then
+        d = math.max(cap - (A * p + B) - (at - T) * l, 0)
+      else
+        d = cap - (A * p + B) + (T - at) * l
+      end
+    end
+    local room = cap - cost * p
+    ok = d <= room
+    if not ok then
+      local r
+      retry, r = divmod(d - room, l)
+      if r ~= 0 then retry = retry + 1 end
+    elseif n > 0 then
+      d = d + n * p
+    end
+    local used, rem = divmod(d, p)
+    if rem ~= 0 then
+      remaining = math.max(burst - used - 1, 0)
+    else
+      remaining = math.max(burst - used, 0)
+    end
+    local q, frac = divmod(d, l)
+    reset = q
+    if frac ~= 0 then reset = q + 1 end
+    if ok and commit then
+      if alg == 2 then
+        v = struct.pack('<ddd', at + q, frac, 0)
+      elseif rem == 0 then
+        v = struct.pack('<ddd', at, burst - used, 0)
+      else
+        v = struct.pack('<ddd', at, burst - used - 1, p - rem)
+      end
+    end
+  elseif alg == 3 then
+    -- FixedWindow (algo.Rule.evalFixed).
+        local start
+    if T <= at and at - T < period then
+      start = T
+    elseif T <= at and at - T < 2 * period then
+      start = T + period
+    else
+      start = floor(at / period)
+      if start * period > at then start = start - 1 elseif (start + 1) * period <= at then start = start + 1 end
+      start = start * period
+    end
+    local c = 0
+    if T >= start then start, c = T, A end
+    ok = c + cost <= count
+    if ok and commit then
+      c = c + n
+      v = struct.pack('<ddd', start, c, 0)
+    end
+    local stop = start + period - at
+    if not ok then retry = stop end
+    remaining = count - c
+    if c > 0 then reset = stop end
+  elseif alg == 4 then
+    -- SlidingWindow (algo.Rule.evalSliding).
+        local P = period
+    local start
+    if T <= at and at - T < P then
+      start = T
+    elseif T <= at and at - T < 2 * P then
+      start = T + P
+    else
+      start = floor(at / P)
+      if start * P > at then start = start - 1 elseif (start + 1) * P <= at then start = start + 1 end
+      start = start * P
+    end
+    local prev, cur = 0, 0
+    if T >= start then
+      start, prev, cur = T, A, B
+    elseif T + P == start then
+      prev = B
+    end
+    local weighted = prev * (P - math.max(at - start, 0))
+    local limit = count * P
+    ok = limit >= weighted + (cur + cost) * P
+    if ok and commit then
+      cur = cur + n
+      v = struct.pack('<ddd', start, prev, cur)
+    end
+    if not ok then
+      -- algo.Rule.slidingRetry
+      if cur + cost > count then
+        local keep = divmod((count - cost) * P, cur)
+        retry = start + P - at + P - keep
+      else
+        local keep = divmod((count - cur - cost) * P, prev)
+        retry = start + P - keep - at
+      end
+    end
+    remaining = divmod(math.max(limit - (weighted + cur * P), 0), P)
+    if cur > 0 then
+      reset = start + 2 * P - at
+    elseif prev > 0 then
+      reset = start + P - at
+    end
+  else
+    -- SlidingLog (algo.Log): a sorted set of admitted requests (member
+    -- "seq:cost", score the time) and, in the auxiliary key, "sum seq": the
+    -- total cost and the last sequence number, which makes members unique
+    -- even within one microsecond.
+    local meta = redis.call('GET', KEYS[2 * i])
+    local sum, seq = 0, 0
+    if meta then
+      local x, y = string.match(meta, '^(%d+) (%d+)$')
+      sum, seq = tonumber(x), tonumber(y)
+    end
+    -- Entries at or before at−period no longer count; they are removed only
+    -- when a request is recorded, so that evaluating changes nothing.
+    local live = sum
+    for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))) do
+      live = live - tonumber(string.match(m, ':(%d+)$'))
+    end
+    ok = live + cost <= count
+    local used = live
+    if ok then
+      used = used + n
+    else
+      local free = live + cost - count
+      local all = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%.0f', at - period), '+inf', 'WITHSCORES')
+      for j = 1, #all, 2 do
+        free = free - tonumber(string.match(all[j], ':(%d+)$'))
+        if free <= 0 then
+          retry = tonumber(all[j + 1]) + period - at
+          break
+        end
+      end
+    end
+    remaining = count - used
+    if used > 0 then
+      local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      local newest = at
+      if #last > 0 and live > 0 then
+        local t = tonumber(last[2])
+        if ok and n > 0 then newest = math.max(newest, t) else newest = t end
+      end
+      reset = newest + period - at
+      if ok and commit then
+        -- The new entry goes after the newest: the newest before removal
+        -- is the newest after it, unless removal empties the set.
+        local stamp = at
+        if #last > 0 then stamp = math.max(stamp, tonumber(last[2])) end
+        v = {live, sum, seq, stamp}
+      end
+    end
+  end
+
+  local ttl
+  if v then ttl = math.max(math.ceil((at - now + reset) / 1000), 1) + slack end
+  if nl == 1 and alg ~= 5 then
+    if v then redis.call('SET', key, v, 'PX', ttl) end
+    return {now, wait, ok and 1 or 0, remaining, retry, reset}
+  end
+  all = all and ok
+  local j = 2 + (i - 1) * 4
+  out[j + 1] = ok and 1 or 0
+  out[j + 2] = remaining
+  out[j + 3] = retry
+  out[j + 4] = reset
+  if all and v then
+    pend = pend or {}
+    pend[#pend + 1] = {i, v, ttl}
+  end
+end
+
+if all and pend then
+  for _, w in ipairs(pend) do
+    local i, v, ttl = w[1], w[2], w[3]
+    local key = KEYS[2 * i - 1]
+    if type(v) == 'string' then
+      redis.call('SET', key, v, 'PX', ttl)
+    else
+      -- Record a sliding_log request (algo.Log.record).
+      local live, sum, seq, stamp = v[1], v[2], v[3], v[4]
+      local period = tonumber(ARGV[5 + (i - 1) * 7 + 3])
+      if live ~= sum then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))
+        sum = live
+      end
+      seq = seq + 1
+      sum = sum + n
+      redis.call('ZADD', key, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
+      redis.call('PEXPIRE', key, ttl)
+      redis.call('SET', KEYS[2 * i], string.format('%.0f %.0f', sum, seq), 'PX', ttl)
+    end
+  end
+end
+return out
