@@ -1,0 +1,152 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// BenchmarkRedis measures decisions per second against one local
+// redis-server, side by side in one run: Sluice's Redis store at 1 and 64
+// concurrent callers; go-redis/redis_rate (GCRA), the peer, likewise; and
+// redis-benchmark -P 16 sending Sluice's own script with the same arguments,
+// the ceiling of this machine. Keys are picked at random among 100,000 and
+// every decision admits and writes. The rate is 100,000 per second per key:
+// at much higher rates redis_rate's floating-point state stops changing
+// (tat + 1e-9 rounds back to tat) and it skips its write, which would make
+// it look faster than it is.
+func BenchmarkRedis(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
+	}
+
+	store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	lim, err := sluice.New(store, "bench", sluice.Limit{Algorithm: sluice.GCRA, Count: redisRate, Period: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sluiceAllow := func(key string) bool {
+		d, err := lim.Allow(ctx, key)
+		if err != nil || d.Degraded {
+			b.Fatalf("sluice: %+v %v", d, err)
+		}
+		return d.Allowed
+	}
+
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
+	defer rdb.Close()
+	rl := redis_rate.NewLimiter(rdb)
+	peerAllow := func(key string) bool {
+		res, err := rl.Allow(ctx, key, redis_rate.PerSecond(redisRate))
+		if err != nil {
+			b.Fatalf("redis_rate: %v", err)
+		}
+		return res.Allowed > 0
+	}
+
+	for _, callers := range []int{1, 64} {
+		for _, l := range []struct {
+			name  string
+			allow func(string) bool
+		}{{"sluice", sluiceAllow}, {"redis_rate", peerAllow}} {
+			b.Run(fmt.Sprintf("callers=%d/limiter=%s", callers, l.name), func(b *testing.B) {
+				for _, k := range keys[:1000] {
+					l.allow(k) // warm connections and scripts
+				}
+				var seq atomic.Uint64
+				// RunParallel starts parallelism × GOMAXPROCS goroutines.
+				b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
+				b.ResetTimer()
+				start := time.Now()
+				if callers == 1 {
+					for i := range b.N {
+						l.allow(keys[i%len(keys)])
+					}
+				} else {
+					b.RunParallel(func(pb *testing.PB) {
+						rng := rand.New(rand.NewPCG(seq.Add(1), 1))
+						for pb.Next() {
+							l.allow(keys[rng.IntN(len(keys))])
+						}
+					})
+				}
+				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+			})
+		}
+	}
+
+	b.Run("ceiling=redis-benchmark-P16", func(b *testing.B) {
+		rps := redisBenchmark(b, srv)
+		b.ReportMetric(rps, "decisions/s")
+		b.ReportMetric(1e9/rps, "ns/op")
+	})
+}
+
+// redisRate is the limit of every benchmark here, per key per second.
+const redisRate = 100_000
+
+var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
+
+// redisBenchmark runs redis-benchmark with 64 connections pipelining 16
+// commands each, sending EVALSHA of the script the store sends for the GCRA
+// limit above (plain.lua: its numbers stay below 2^52), with the same
+// arguments, on random keys: GCRA, 100000 per 1000000µs, burst 100000, rate
+// reduced to 1 unit per 10µs, plain arithmetic.
+func redisBenchmark(b *testing.B, srv *redistest.Server) float64 {
+	lua, err := os.ReadFile("../redisstore/plain.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	src := string(lua)
+	sum := sha1.Sum(lua)
+	sha := hex.EncodeToString(sum[:])
+	srv.Do(b, "SCRIPT", "LOAD", src)
+	bin, err := exec.LookPath("redis-benchmark")
+	if err != nil {
+		b.Skip("redis-benchmark not installed")
+	}
+	key := "sluice:{5:bench:__rand_int__}:0:gcra:100000:1000000:100000"
+	call := []string{"EVALSHA", sha, "2", key, key + ":m", "take", "1", "", "0", "1", "2", "100000", "1000000", "100000", "1", "10", "0"}
+	// One call by hand first, so that a mistake in the arguments shows as
+	// the script's own error message.
+	srv.Do(b, call...)
+	srv.Do(b, "CONFIG", "RESETSTAT")
+	args := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port), "-P", "16", "-c", "64", "-n", "400000", "-r", "100000", "-q"}, call...)
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	if err != nil {
+		b.Fatalf("redis-benchmark: %v\n%s", err, out)
+	}
+	m := rpsLine.FindAllSubmatch(out, -1)
+	if len(m) == 0 {
+		b.Fatalf("redis-benchmark printed no rate:\n%s", out)
+	}
+	rps, _ := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
+	if reply := srv.Do(b, "INFO", "errorstats"); len(reply) > 0 && regexp.MustCompile(`errorstat_`).MatchString(reply) {
+		b.Fatalf("redis-benchmark's script calls failed: %s", reply)
+	}
+	return rps
+}
