@@ -41,3 +41,65 @@ func Example() {
 	// 1ns early: allowed=false
 	// on time: allowed=true remaining=0
 }
+
+// Several limits on one key are checked and charged together: a request is
+// admitted only if every limit admits it, and a rejected request is charged
+// to none of them.
+func ExampleNewPolicy() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Clock: clk})
+	defer store.Close()
+
+	// 2 per second AND 3 per minute.
+	policy, err := sluice.NewPolicy("api",
+		sluice.Limit{Algorithm: sluice.TokenBucket, Count: 2, Period: time.Second},
+		sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 3, Period: time.Minute},
+	)
+	if err != nil {
+		panic(err)
+	}
+	lim, _ := sluice.NewWithPolicy(store, policy)
+	ctx := context.Background()
+	for i := range 5 {
+		d, _ := lim.Allow(ctx, "user:42")
+		fmt.Printf("t=%ds allowed=%v binding=%s remaining=%d\n", i, d.Allowed, policy.Limits()[d.Index], d.Remaining)
+		clk.Advance(time.Second)
+	}
+	// Output:
+	// t=0s allowed=true binding=token_bucket 2/1s remaining=1
+	// t=1s allowed=true binding=sliding_window 3/1m0s remaining=1
+	// t=2s allowed=true binding=sliding_window 3/1m0s remaining=0
+	// t=3s allowed=false binding=sliding_window 3/1m0s remaining=0
+	// t=4s allowed=false binding=sliding_window 3/1m0s remaining=0
+}
+
+// The leaky bucket as a queue: instead of rejecting, Reserve tells each
+// request how long to wait for its turn, and refuses only those whose turn
+// is further away than the caller will wait. Cancel gives a turn back.
+func ExampleLimiter_Reserve() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Clock: clk})
+	defer store.Close()
+
+	// 4 per second, one at a time: a turn every 250ms.
+	lim, _ := sluice.New(store, "export", sluice.Limit{Algorithm: sluice.GCRA, Count: 4, Period: time.Second, Burst: 1})
+	ctx := context.Background()
+	var last sluice.Reservation
+	for i := 1; i <= 5; i++ {
+		r, _ := lim.Reserve(ctx, "tenant-7", 1, 900*time.Millisecond)
+		fmt.Printf("request %d: ok=%v wait=%v\n", i, r.Allowed, r.Delay)
+		if r.Allowed {
+			last = r
+		}
+	}
+	last.Cancel(ctx) // the request that waited 750ms gives up
+	r, _ := lim.Reserve(ctx, "tenant-7", 1, 900*time.Millisecond)
+	fmt.Printf("after a cancel: ok=%v wait=%v\n", r.Allowed, r.Delay)
+	// Output:
+	// request 1: ok=true wait=0s
+	// request 2: ok=true wait=250ms
+	// request 3: ok=true wait=500ms
+	// request 4: ok=true wait=750ms
+	// request 5: ok=false wait=0s
+	// after a cancel: ok=true wait=750ms
+}
