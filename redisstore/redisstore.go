@@ -141,7 +141,8 @@ type Options struct {
 	// client from URL or Addrs and closes it on Close.
 	Client rueidis.Client
 	// URL locates Redis: redis://[user:password@]host:port[/db], rediss://
-	// for TLS, with ?addr=host:port repeated for more cluster nodes, or
+	// for TLS, with ?addr=host:port repeated for more cluster nodes or
+	// sentinels, ?master_set=name to go through sentinels, or
 	// unix:///path. A Redis Cluster is detected by itself.
 	URL string
 	// Addrs lists Redis nodes (a single server, cluster nodes, or, with
