@@ -40,21 +40,25 @@ func BenchmarkRedis(b *testing.B) {
 		keys[i] = fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
 	}
 
-	store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
-	lim, err := sluice.New(store, "bench", sluice.Limit{Algorithm: sluice.GCRA, Count: redisRate, Period: time.Second})
-	if err != nil {
-		b.Fatal(err)
-	}
-	sluiceAllow := func(key string) bool {
-		d, err := lim.Allow(ctx, key)
-		if err != nil || d.Degraded {
-			b.Fatalf("sluice: %+v %v", d, err)
+	// sluiceWith returns the decision function of a Sluice Redis store
+	// with the given client flush delay.
+	sluiceWith := func(flush time.Duration) func(string) bool {
+		store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1, FlushDelay: flush})
+		if err != nil {
+			b.Fatal(err)
 		}
-		return d.Allowed
+		b.Cleanup(func() { store.Close() })
+		lim, err := sluice.New(store, "bench", sluice.Limit{Algorithm: sluice.GCRA, Count: redisRate, Period: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(key string) bool {
+			d, err := lim.Allow(ctx, key)
+			if err != nil || d.Degraded {
+				b.Fatalf("sluice: %+v %v", d, err)
+			}
+			return d.Allowed
+		}
 	}
 
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 128})
@@ -72,7 +76,7 @@ func BenchmarkRedis(b *testing.B) {
 		for _, l := range []struct {
 			name  string
 			allow func(string) bool
-		}{{"sluice", sluiceAllow}, {"redis_rate", peerAllow}} {
+		}{{"sluice", sluiceWith(0)}, {"sluice-flush20us", sluiceWith(20 * time.Microsecond)}, {"redis_rate", peerAllow}} {
 			b.Run(fmt.Sprintf("callers=%d/limiter=%s", callers, l.name), func(b *testing.B) {
 				for _, k := range keys[:1000] {
 					l.allow(k) // warm connections and scripts
