@@ -6,9 +6,10 @@
 -- decisions as sluice.lua, and mirrors package algo's Go code as that does.
 --
 -- It is written for speed: Redis runs the whole chunk on every call, so it
--- creates no closures and no tables but its reply (and, for policies of
--- several limits, one table of pending writes): the algorithms are inline in
--- the main loop and their arithmetic is plain operators.
+-- creates only two small helper closures and no tables but its reply (and,
+-- for policies of several limits, one table of pending writes): the
+-- algorithms are inline in the main loop and their arithmetic is plain
+-- operators.
 
 local floor = math.floor
 
@@ -24,6 +25,17 @@ local function divmod(x, d)
     q, r = q + 1, r - d
   end
   return q, r
+end
+
+-- startFor returns the start of the window of length period, aligned to
+-- the Unix epoch, that contains at, without dividing when at falls in the
+-- window starting at known or the next one (algo.Rule.startFor).
+local function startFor(known, at, period)
+  if known <= at and at - known < period then return known end
+  if known <= at and at - known < 2 * period then return known + period end
+  local q = floor(at / period)
+  if q * period > at then q = q - 1 elseif (q + 1) * period <= at then q = q + 1 end
+  return q * period
 end
 
 -- slack pads TTLs when the caller supplies the time: TTLs run on the server's
@@ -205,16 +217,7 @@ for i = 1, nl do
     end
   elseif alg == 3 then
     -- FixedWindow (algo.Rule.evalFixed).
-        local start
-    if T <= at and at - T < period then
-      start = T
-    elseif T <= at and at - T < 2 * period then
-      start = T + period
-    else
-      start = floor(at / period)
-      if start * period > at then start = start - 1 elseif (start + 1) * period <= at then start = start + 1 end
-      start = start * period
-    end
+    local start = startFor(T, at, period)
     local c = 0
     if T >= start then start, c = T, A end
     ok = c + cost <= count
@@ -228,17 +231,8 @@ for i = 1, nl do
     if c > 0 then reset = stop end
   elseif alg == 4 then
     -- SlidingWindow (algo.Rule.evalSliding).
-        local P = period
-    local start
-    if T <= at and at - T < P then
-      start = T
-    elseif T <= at and at - T < 2 * P then
-      start = T + P
-    else
-      start = floor(at / P)
-      if start * P > at then start = start - 1 elseif (start + 1) * P <= at then start = start + 1 end
-      start = start * P
-    end
+    local P = period
+    local start = startFor(T, at, P)
     local prev, cur = 0, 0
     if T >= start then
       start, prev, cur = T, A, B

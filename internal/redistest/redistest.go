@@ -65,7 +65,19 @@ func freePort(t testing.TB) int {
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	s := &Server{bin: binary(t), dir: t.TempDir(), args: args}
+	s.launch(t, "redis-server", nil)
+	return s
+}
+
+// launch starts s on a free port, retrying with another port if the one
+// picked was taken meanwhile, after prepare (if any), and stops it when t
+// ends.
+func (s *Server) launch(t testing.TB, what string, prepare func()) {
+	t.Helper()
 	for attempt := 0; ; attempt++ {
+		if prepare != nil {
+			prepare()
+		}
 		s.Port = freePort(t)
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
 		err := s.start()
@@ -73,11 +85,10 @@ func Start(t testing.TB, args ...string) *Server {
 			break
 		}
 		if attempt == 4 {
-			t.Fatalf("starting redis-server: %v", err)
+			t.Fatalf("starting %s: %v", what, err)
 		}
 	}
 	t.Cleanup(s.Stop)
-	return s
 }
 
 func (s *Server) start() error {
@@ -289,21 +300,11 @@ func StartSentinel(t testing.TB, masterSet string, master *Server) *Server {
 	// Sentinel rewrites its configuration file, so it must be its own.
 	s.conf = filepath.Join(s.dir, "sentinel.conf")
 	conf := fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d 1\nsentinel down-after-milliseconds %s 5000\n", masterSet, master.Port, masterSet)
-	for attempt := 0; ; attempt++ {
+	s.launch(t, "redis sentinel", func() {
 		if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 			t.Fatalf("writing sentinel configuration: %v", err)
 		}
-		s.Port = freePort(t)
-		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
-		err := s.start()
-		if err == nil {
-			break
-		}
-		if attempt == 4 {
-			t.Fatalf("starting redis sentinel: %v", err)
-		}
-	}
-	t.Cleanup(s.Stop)
+	})
 	want := "127.0.0.1\n" + strconv.Itoa(master.Port) // host and port, as Do joins them
 	deadline := time.Now().Add(10 * time.Second)
 	for {
