@@ -6,7 +6,8 @@
 -- decisions as sluice.lua, and mirrors package algo's Go code as that does.
 --
 -- It is written for speed: Redis runs the whole chunk on every call, so it
--- creates only two small helper closures and no tables but its reply (and,
+-- creates only two small helper closures (three for reserve and cancel)
+-- and no tables but its reply (and,
 -- for policies of several limits, one table of pending writes): the
 -- algorithms are inline in the main loop and their arithmetic is plain
 -- operators.
