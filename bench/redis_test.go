@@ -41,9 +41,9 @@ func BenchmarkRedis(b *testing.B) {
 	}
 
 	// sluiceWith returns the decision function of a Sluice Redis store
-	// with the given client flush delay.
-	sluiceWith := func(flush time.Duration) func(string) bool {
-		store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1, FlushDelay: flush})
+	// with the given connections and flush delay (zero: the defaults).
+	sluiceWith := func(conns int, flush time.Duration) func(string) bool {
+		store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1, Connections: conns, FlushDelay: flush})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,7 +76,11 @@ func BenchmarkRedis(b *testing.B) {
 		for _, l := range []struct {
 			name  string
 			allow func(string) bool
-		}{{"sluice", sluiceWith(0)}, {"sluice-flush20us", sluiceWith(20 * time.Microsecond)}, {"redis_rate", peerAllow}} {
+		}{
+			{"sluice", sluiceWith(0, 0)},                      // the defaults: 2 connections, 20µs
+			{"sluice-4conns-noflushdelay", sluiceWith(4, -1)}, // rueidis's own defaults
+			{"redis_rate", peerAllow},
+		} {
 			b.Run(fmt.Sprintf("callers=%d/limiter=%s", callers, l.name), func(b *testing.B) {
 				for _, k := range keys[:1000] {
 					l.allow(k) // warm connections and scripts

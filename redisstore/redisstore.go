@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 	"sync"
@@ -155,13 +156,16 @@ type Options struct {
 	// DB selects a database on a single server, overriding the URL's.
 	DB int
 
-	// FlushDelay lets the client wait up to this long after each write to
-	// Redis to gather more commands into the next one (rueidis's
-	// MaxFlushDelay), which saves system calls under heavy concurrency at
-	// the cost of up to this much added latency. Default 0: no delay. On
-	// the 2-core machines of BENCHMARKS.md, 20µs made no significant
-	// difference to 64 concurrent callers; measure before enabling it.
-	// Ignored with Client.
+	// Connections is how many pipelined connections the client keeps to
+	// each Redis node, rounded down to a power of two; every decision rides
+	// one of them, batched with concurrent ones (rueidis's automatic
+	// pipelining). Default 2. Ignored with Client.
+	Connections int
+	// FlushDelay lets the client wait up to this long after each write to a
+	// connection to gather more decisions into the next one (rueidis's
+	// MaxFlushDelay): fewer, larger writes under concurrency, at the cost
+	// of up to this much added latency. Default 20µs; negative disables it.
+	// BENCHMARKS.md measures both defaults. Ignored with Client.
 	FlushDelay time.Duration
 
 	// Prefix starts every key. Default "sluice".
@@ -294,7 +298,17 @@ func newClient(opts Options) (rueidis.Client, error) {
 	}
 	// Sluice's scripts need no client-side cache.
 	co.DisableCache = true
-	co.MaxFlushDelay = opts.FlushDelay
+	switch {
+	case opts.FlushDelay == 0:
+		co.MaxFlushDelay = 20 * time.Microsecond
+	case opts.FlushDelay > 0:
+		co.MaxFlushDelay = opts.FlushDelay
+	}
+	conns := opts.Connections
+	if conns <= 0 {
+		conns = 2
+	}
+	co.PipelineMultiplex = bits.Len(uint(conns)) - 1 // 2^PipelineMultiplex connections
 	c, err := rueidis.NewClient(co)
 	if err != nil {
 		return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(co.InitAddress, ","), err)
