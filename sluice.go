@@ -198,9 +198,10 @@ func (p *Policy) Len() int { return len(p.rules) }
 func (p *Policy) Rule(i int) *algo.Rule { return &p.rules[i] }
 
 // ID returns a string that identifies limit i across processes: the policy
-// name, the index and the limit's definition. Stores key their state by it,
-// so that changing a limit's definition starts it afresh instead of reading
-// state of another shape.
+// name, the index and the limit's definition. Stores key their state by
+// these parts (memstore through Slot, redisstore in its key names), so that
+// changing a limit's definition starts it afresh instead of reading state of
+// another shape.
 func (p *Policy) ID(i int) string { return p.ids[i] }
 
 // Slot returns a process-wide number for ID(i): equal IDs get equal numbers.
