@@ -151,10 +151,9 @@ func allowBubble(t *testing.T, l *sluice.Limiter) {
 }
 
 // A waiter that gives up while others queue behind it gives its slot back,
-// and the queue behind it is unharmed. token_bucket fails it: cancelling a
-// reservation while more than a burst of debt stands leaves the bucket with
-// negative tokens (algo.Rule.Refund encodes a debt above the capacity with
-// algo.Rule.tokens, which goes negative), and the key is denied for 292
+// and the queue behind it is unharmed. For token_bucket this needs a debt
+// above the bucket's capacity to be encoded (algo.Rule.state anchors it in
+// the future); encoding it as negative tokens once denied the key for 292
 // years.
 func TestWaitCancelledInQueue(t *testing.T) {
 	for _, alg := range buckets {

@@ -6,7 +6,7 @@
 -- decisions as sluice.lua, and mirrors package algo's Go code as that does.
 --
 -- It is written for speed: Redis runs the whole chunk on every call, so it
--- creates only two small helper closures (three for reserve and cancel)
+-- creates only three small helper closures (four for reserve and cancel)
 -- and no tables but its reply (and,
 -- for policies of several limits, one table of pending writes): the
 -- algorithms are inline in the main loop and their arithmetic is plain
@@ -37,6 +37,19 @@ local function startFor(known, at, period)
   local q = floor(at / period)
   if q * period > at then q = q - 1 elseif (q + 1) * period <= at then q = q + 1 end
   return q * period
+end
+
+-- debt returns a bucket's debt in ticks at time at (algo.Rule.debt): alg 1
+-- is TokenBucket with state {last, tokens, fraction}, alg 2 GCRA with
+-- {TAT, fraction}; cap is Burst×p. A fresh state owes nothing.
+local function debt(alg, T, A, B, at, cap, l, p)
+  if T == 0 and A == 0 and B == 0 then return 0 end
+  if alg == 2 then
+    if T >= at then return (T - at) * l + A end
+    return 0
+  end
+  if at >= T then return math.max(cap - (A * p + B) - (at - T) * l, 0) end
+  return cap - (A * p + B) + (T - at) * l
 end
 
 -- slack pads TTLs when the caller supplies the time: TTLs run on the server's
@@ -78,15 +91,7 @@ if op == 'cancel' then
       local key = KEYS[2 * i - 1]
       local T, A, B = load(key)
       if not (T == 0 and A == 0 and B == 0) then
-        local d = 0
-        if alg == 2 then
-          if T >= now then d = (T - now) * l + A end
-        elseif now >= T then
-          d = math.max(cap - (A * p + B) - (now - T) * l, 0)
-        else
-          d = cap - (A * p + B) + (T - now) * l
-        end
-        d = math.max(d - n * p, 0)
+        local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, 0)
         if d == 0 then
           redis.call('DEL', key)
         else
@@ -179,16 +184,7 @@ for i = 1, nl do
     -- TokenBucket and GCRA (algo.Rule.evalBucket): the debt d in ticks.
     local burst, l, p = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local cap = burst * p
-        local d = 0
-    if not (T == 0 and A == 0 and B == 0) then
-      if alg == 2 then
-        if T >= at then d = (T - at) * l + A end
-      elseif at >= T then
-        d = math.max(cap - (A * p + B) - (at - T) * l, 0)
-      else
-        d = cap - (A * p + B) + (T - at) * l
-      end
-    end
+    local d = debt(alg, T, A, B, at, cap, l, p)
     local room = cap - cost * p
     ok = d <= room
     if not ok then
