@@ -1,0 +1,255 @@
+package httplimit
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Action says what a rule does with a request over its limit.
+type Action uint8
+
+// The actions, by their configuration names.
+const (
+	// Reject answers 429 Too Many Requests. The default.
+	Reject Action = iota
+	// Delay holds the request until its turn comes (the leaky bucket as a
+	// queue), for at most the rule's MaxDelay; a request whose turn is
+	// further away is rejected at once. Needs token_bucket or gcra.
+	Delay
+	// Shadow counts, logs and measures the request like Reject would, but
+	// never blocks it: for rolling out a new limit safely.
+	Shadow
+	// Soft never blocks either; a request over the limit reaches the
+	// handler with the rule's name in the over-limit request header, so
+	// that the application can serve a cheaper answer.
+	Soft
+	// Exempt lets a matching request through without checking any rule,
+	// including rules listed before it.
+	Exempt
+)
+
+var actionNames = [...]string{Reject: "reject", Delay: "delay", Shadow: "shadow", Soft: "soft", Exempt: "exempt"}
+
+// String returns the configuration name, such as "reject".
+func (a Action) String() string {
+	if int(a) < len(actionNames) {
+		return actionNames[a]
+	}
+	return fmt.Sprintf("action(%d)", a)
+}
+
+// ParseAction returns the action with the given configuration name.
+func ParseAction(s string) (Action, error) {
+	for i, n := range actionNames {
+		if strings.EqualFold(s, n) {
+			return Action(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown action %q (want reject, delay, shadow, soft or exempt)", ErrInvalidRule, s)
+}
+
+// Missing says what a rule does with a request that lacks a part of its key
+// (no such header, query parameter or cookie, or an empty one).
+type Missing uint8
+
+const (
+	// MissingIP uses the client's IP address in place of the missing part,
+	// so that a client cannot escape a limit by leaving the header out, and
+	// clients without it do not all share (and exhaust) one counter. The
+	// default.
+	MissingIP Missing = iota
+	// MissingSkip does not apply the rule to the request. Only safe when
+	// something in front (an authentication layer) guarantees the part.
+	MissingSkip
+)
+
+var missingNames = [...]string{MissingIP: "ip", MissingSkip: "skip"}
+
+// String returns the configuration name, such as "ip".
+func (m Missing) String() string {
+	if int(m) < len(missingNames) {
+		return missingNames[m]
+	}
+	return fmt.Sprintf("missing(%d)", m)
+}
+
+// ParseMissing returns the Missing with the given configuration name.
+func ParseMissing(s string) (Missing, error) {
+	for i, n := range missingNames {
+		if strings.EqualFold(s, n) {
+			return Missing(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: unknown missing-key behaviour %q (want ip or skip)", ErrInvalidRule, s)
+}
+
+// Match selects the requests a rule applies to. Every non-empty field must
+// match; an empty Match matches every request.
+type Match struct {
+	// Paths are exact paths ("/login"), or prefixes ending in "/*"
+	// ("/api/export/*" matches "/api/export" and everything below it; "/*"
+	// matches every path). The request's cleaned URL path is compared, so
+	// "/api//export/../search" counts as "/api/search".
+	Paths []string
+	// Methods are HTTP methods, compared case-sensitively as HTTP requires.
+	Methods []string
+	// Hosts are host names without ports, compared case-insensitively; a
+	// leading "*." matches any subdomain ("*.example.com" matches
+	// "api.example.com" but not "example.com").
+	Hosts []string
+}
+
+// Rule is one rate limit applied to the requests it matches.
+type Rule struct {
+	// Name identifies the rule in headers, metrics and logs, and is its key
+	// space: two rules never share counters. 1 to 64 characters from
+	// A-Z a-z 0-9 . _ - and unique within a Limiter. Required.
+	Name string
+	// Match selects the requests the rule applies to.
+	Match Match
+	// Action is what happens to a request over the limit. Default Reject.
+	Action Action
+	// Key lists the parts of the rule's composite key. Empty means IP.
+	// Ignored for Exempt.
+	Key []KeyPart
+	// Missing says what happens when a request lacks a key part.
+	Missing Missing
+	// Limit is the limit for the default tier. Required unless Exempt.
+	Limit sluice.Limit
+	// Tiers overrides Limit for named tiers (see Options.Tier).
+	Tiers map[string]sluice.Limit
+	// MaxDelay is, for Delay, the longest a request waits for its turn.
+	// Required for Delay, at most sluice.MaxWait; must be zero otherwise.
+	MaxDelay time.Duration
+}
+
+// Validate checks everything about the rule that does not depend on other
+// rules (New also checks that names are unique). Errors wrap ErrInvalidRule
+// or sluice.ErrInvalidLimit and name the offending value.
+func (r *Rule) Validate() error {
+	if !validName(r.Name) {
+		return fmt.Errorf("%w: rule name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, r.Name)
+	}
+	if int(r.Action) >= len(actionNames) {
+		return fmt.Errorf("%w: rule %q: unknown action %d", ErrInvalidRule, r.Name, r.Action)
+	}
+	if int(r.Missing) >= len(missingNames) {
+		return fmt.Errorf("%w: rule %q: unknown missing-key behaviour %d", ErrInvalidRule, r.Name, r.Missing)
+	}
+	for _, p := range r.Match.Paths {
+		if !strings.HasPrefix(p, "/") || strings.Contains(p[:len(p)-1], "*") || (strings.HasSuffix(p, "*") && !strings.HasSuffix(p, "/*")) {
+			return fmt.Errorf("%w: rule %q: path %q must start with / and may end in /* (no other wildcards)", ErrInvalidRule, r.Name, p)
+		}
+	}
+	for _, m := range r.Match.Methods {
+		if !isToken(m) {
+			return fmt.Errorf("%w: rule %q: method %q is not a valid HTTP method", ErrInvalidRule, r.Name, m)
+		}
+	}
+	for _, h := range r.Match.Hosts {
+		if h == "" || strings.ContainsAny(strings.TrimPrefix(h, "*."), "*:/ ") {
+			return fmt.Errorf("%w: rule %q: host %q must be a host name without port, optionally starting with *.", ErrInvalidRule, r.Name, h)
+		}
+	}
+	if r.Action == Exempt {
+		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 {
+			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers or max delay", ErrInvalidRule, r.Name)
+		}
+		return nil
+	}
+	for _, k := range r.Key {
+		if err := k.validate(); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+	}
+	check := func(tier string, l sluice.Limit) error {
+		where := ""
+		if tier != "" {
+			where = fmt.Sprintf(" tier %q", tier)
+		}
+		if err := l.Validate(); err != nil {
+			return fmt.Errorf("rule %q%s: %w", r.Name, where, err)
+		}
+		if r.Action == Delay && !l.Algorithm.IsBucket() {
+			return fmt.Errorf("%w: rule %q%s: action delay needs algorithm token_bucket or gcra, not %s", ErrInvalidRule, r.Name, where, l.Algorithm)
+		}
+		return nil
+	}
+	if err := check("", r.Limit); err != nil {
+		return err
+	}
+	for _, t := range sortedKeys(r.Tiers) {
+		if !validName(t) {
+			return fmt.Errorf("%w: rule %q: tier name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, r.Name, t)
+		}
+		if err := check(t, r.Tiers[t]); err != nil {
+			return err
+		}
+	}
+	switch {
+	case r.Action == Delay && (r.MaxDelay <= 0 || r.MaxDelay > sluice.MaxWait):
+		return fmt.Errorf("%w: rule %q: action delay needs a max delay above 0 and at most %v, not %v", ErrInvalidRule, r.Name, sluice.MaxWait, r.MaxDelay)
+	case r.Action != Delay && r.MaxDelay != 0:
+		return fmt.Errorf("%w: rule %q: max delay is only for action delay", ErrInvalidRule, r.Name)
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// matches reports whether the rule applies to r, whose cleaned path is path.
+func (m *Match) matches(r *http.Request, path string) bool {
+	if len(m.Methods) > 0 && !slices.Contains(m.Methods, r.Method) {
+		return false
+	}
+	if len(m.Paths) > 0 && !slices.ContainsFunc(m.Paths, func(p string) bool { return pathMatches(p, path) }) {
+		return false
+	}
+	if len(m.Hosts) > 0 {
+		h := hostOf(r)
+		if !slices.ContainsFunc(m.Hosts, func(p string) bool { return hostMatches(p, h) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func pathMatches(pattern, path string) bool {
+	prefix, ok := strings.CutSuffix(pattern, "/*")
+	if !ok {
+		return pattern == path
+	}
+	return strings.HasPrefix(path, prefix) && (len(path) == len(prefix) || path[len(prefix)] == '/')
+}
+
+func hostMatches(pattern, host string) bool {
+	if suffix, ok := strings.CutPrefix(pattern, "*."); ok {
+		return len(host) > len(suffix)+1 && host[len(host)-len(suffix)-1] == '.' && strings.EqualFold(host[len(host)-len(suffix):], suffix)
+	}
+	return strings.EqualFold(pattern, host)
+}
