@@ -1,0 +1,17 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// Ping reports whether Redis answers a PING within the store's Timeout, for
+// readiness checks. On a cluster it asks one node.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	if err := s.client.Do(ctx, s.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	return nil
+}
