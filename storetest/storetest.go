@@ -36,6 +36,9 @@
 //     more admitted than a sequential caller would.
 //   - Peek charges nothing and reports whether one unit would be admitted.
 //   - Reset forgets one key under one policy and nothing else.
+//   - Decide sluice.TakeAll batches whole: every request charged, or none.
+//     A store may implement TakeAll itself to do so atomically; the suite
+//     then also checks that concurrent batches never over-admit.
 //   - Keep keys apart: different keys, and the same key under policies of
 //     different names, never share state, whatever bytes the keys and names
 //     hold (including separators such as ':' and '|').
@@ -125,6 +128,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 	t.Run("Concurrency", s.testConcurrency)
 	t.Run("ClockBackwards", s.testClockBackwards)
 	t.Run("Model", s.testModel)
+	t.Run("TakeAll", s.testTakeAll)
 }
 
 type suite struct {

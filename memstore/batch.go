@@ -1,0 +1,64 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/sluicehq/sluice"
+)
+
+// maxBatch is the largest batch TakeAll decides without allocating.
+const maxBatch = 16
+
+// TakeAll decides a batch of requests atomically, as sluice.TakeAll
+// describes: every shard the batch touches is locked (in ascending order, so
+// that concurrent batches cannot deadlock), every request is evaluated, and
+// all are charged only if all are admitted. The requests must be for
+// distinct (policy, key) pairs; a batch that repeats one is an error.
+func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
+	type hashed struct {
+		k0, k1 uint64
+		sh     *shard
+	}
+	var hs [maxBatch]hashed
+	var order [maxBatch]uint32
+	h, shards := hs[:0], order[:0]
+	if len(reqs) > maxBatch {
+		h, shards = make([]hashed, 0, len(reqs)), make([]uint32, 0, len(reqs))
+	}
+	for i, r := range reqs {
+		for _, q := range reqs[:i] {
+			if q.Policy == r.Policy && q.Key == r.Key {
+				return false, errors.New("memstore: TakeAll: a batch repeats a policy and key")
+			}
+		}
+		k0, k1, sh := s.hash(r.Key)
+		h = append(h, hashed{k0, k1, sh})
+		idx := uint32((k0 >> 32) & s.mask)
+		if !slices.Contains(shards, idx) {
+			shards = append(shards, idx)
+		}
+	}
+	slices.Sort(shards)
+	now := s.now()
+	for _, i := range shards {
+		s.shards[i].mu.Lock()
+	}
+	ok := true
+	for i, r := range reqs {
+		b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, false)
+		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
+		ok = ok && st.Allowed
+	}
+	if ok {
+		for i, r := range reqs {
+			b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, true)
+			out[i] = sluice.MakeDecision(r.Policy, b, st, now)
+		}
+	}
+	for _, i := range shards {
+		s.shards[i].mu.Unlock()
+	}
+	return ok, nil
+}

@@ -1,0 +1,131 @@
+package storetest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// atomicBatches is implemented by stores that decide sluice.TakeAll
+// batches atomically; the suite checks them under concurrency too.
+type atomicBatches interface {
+	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
+}
+
+// testTakeAll checks sluice.TakeAll on the store: a batch is charged whole
+// or not at all, whatever algorithms its requests use.
+func (s *suite) testTakeAll(t *testing.T) {
+	for _, a := range algorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			e := s.env(t)
+			e.at(0)
+			perIP := e.policy(limit(a, 5, time.Hour))
+			perKey := e.policy(limit(a, 2, time.Hour))
+			both := e.policy(limit(a, 3, time.Hour), limit(sluice.TokenBucket, 10, time.Hour))
+			reqs := func(key string) []sluice.Request {
+				return []sluice.Request{{Policy: perIP, Key: "ip"}, {Policy: perKey, Key: key}, {Policy: both, Key: key}}
+			}
+			batch := func(key string) ([]sluice.Decision, bool) {
+				t.Helper()
+				r := reqs(key)
+				for i := range r {
+					r[i].N = 1
+				}
+				out := make([]sluice.Decision, len(r))
+				ok, err := sluice.TakeAll(e.ctx(), e.store, r, out)
+				if err != nil {
+					t.Fatalf("TakeAll: %v", err)
+				}
+				return out, ok
+			}
+			remaining := func(p *sluice.Policy, key string) int64 {
+				t.Helper()
+				d, err := e.store.Peek(e.ctx(), p, key)
+				if err != nil {
+					t.Fatalf("Peek: %v", err)
+				}
+				return d.Remaining
+			}
+			for i := range 2 {
+				out, ok := batch("alice")
+				if !ok || !out[0].Allowed || !out[1].Allowed || !out[2].Allowed {
+					t.Fatalf("batch %d for alice: got %v, want all admitted: %+v", i, ok, out)
+				}
+			}
+			// perKey has nothing left for alice: the batch is denied and
+			// charges neither perIP nor both.
+			for range 3 {
+				out, ok := batch("alice")
+				if ok || out[1].Allowed || !out[0].Allowed || out[1].RetryAfter <= 0 {
+					t.Fatalf("third batch for alice: got %v, want denied by perKey alone: %+v", ok, out)
+				}
+			}
+			if got := remaining(perIP, "ip"); got != 3 {
+				t.Errorf("perIP after denied batches: %d remaining, want 3 (charged only by admitted batches)", got)
+			}
+			if got := remaining(both, "alice"); got != 1 {
+				t.Errorf("both after denied batches: %d remaining, want 1", got)
+			}
+			// Another key still fits perIP's remaining 3, then perIP denies.
+			for i := range 3 {
+				if _, ok := batch("bob" + string(rune('0'+i))); !ok {
+					t.Fatalf("batch for bob%d denied", i)
+				}
+			}
+			if _, ok := batch("carol"); ok {
+				t.Fatalf("batch beyond perIP admitted")
+			}
+			if got := remaining(perKey, "carol"); got != 2 {
+				t.Errorf("perKey for carol after perIP denied: %d remaining, want 2", got)
+			}
+		})
+	}
+	t.Run("concurrent", func(t *testing.T) {
+		e := s.env(t)
+		if _, ok := e.store.(atomicBatches); !ok {
+			t.Skip("the store has no atomic TakeAll; sluice.TakeAll's check-then-charge fallback is not atomic under concurrency")
+		}
+		e.at(0)
+		shared := e.policy(limit(sluice.FixedWindow, 40, time.Hour))
+		own := e.policy(limit(sluice.FixedWindow, 1000, time.Hour))
+		// 8 goroutines, each with its own key under own, share one key
+		// under shared: whatever the interleaving, exactly 40 batches are
+		// admitted, and every own key is charged only for its admitted ones.
+		var wg sync.WaitGroup
+		admitted := make([]int64, 8)
+		for g := range 8 {
+			wg.Go(func() {
+				key := "g" + string(rune('0'+g))
+				out := make([]sluice.Decision, 2)
+				for range 20 {
+					ok, err := sluice.TakeAll(e.ctx(), e.store, []sluice.Request{{Policy: own, Key: key, N: 1}, {Policy: shared, Key: "s", N: 1}}, out)
+					if err != nil {
+						t.Errorf("TakeAll: %v", err)
+						return
+					}
+					if ok {
+						admitted[g]++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		var total int64
+		for g, n := range admitted {
+			total += n
+			d, err := e.store.Peek(e.ctx(), own, "g"+string(rune('0'+g)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if used := 1000 - d.Remaining; used != n {
+				t.Errorf("goroutine %d: own key charged %d, want %d (its admitted batches)", g, used, n)
+			}
+		}
+		if total != 40 {
+			t.Errorf("admitted %d batches, want exactly 40", total)
+		}
+	})
+}
