@@ -1,0 +1,660 @@
+// Package httplimit is Sluice's net/http middleware: rules that match
+// requests by path, method and host, key them by client IP, headers, query
+// parameters, cookies or anything else in the request, and limit them per
+// tier, answering 429 Too Many Requests with the headers clients need.
+//
+// Every rule that matches a request applies to it (per IP AND per user AND
+// per endpoint), in the order given, until an Exempt rule matches. A request
+// is admitted only if every Reject and Delay rule admits it; a rejected
+// request is charged to none of the rules it matched (atomically where the
+// store can decide several keys at once, see sluice.TakeAll). Shadow and
+// Soft rules never block: they are charged only for admitted requests and
+// report what they would have done.
+//
+// Responses carry the IETF RateLimit-Policy and RateLimit fields
+// (draft-ietf-httpapi-ratelimit-headers-11) and the legacy X-RateLimit-*
+// fields for the rule closest to its limit; a 429 carries Retry-After, names
+// every violated rule, and has an application/problem+json body (RFC 9457).
+//
+// A Limiter is safe for concurrent use.
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/textproto"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+)
+
+// Headers selects the rate-limit response headers to send.
+type Headers uint8
+
+const (
+	// HeadersIETF sends RateLimit-Policy and RateLimit.
+	HeadersIETF Headers = 1 << iota
+	// HeadersLegacy sends X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (Unix epoch seconds).
+	HeadersLegacy
+	// HeadersNone sends neither (429s still carry Retry-After).
+	HeadersNone
+)
+
+// Tiers says where a request's tier comes from.
+type Tiers struct {
+	// From is the request attribute that names the tier, such as
+	// Header("X-Plan") set by a trusted authentication layer. The zero
+	// KeyPart means every request is in the Default tier.
+	From KeyPart
+	// Keys, when non-nil, maps the attribute's value (an API key, say) to a
+	// tier name; without it the value is the tier name itself.
+	Keys map[string]string
+	// Default is the tier of requests whose attribute is absent or names no
+	// tier a rule knows. Default "free". A rule's Limit applies to it unless
+	// the rule's Tiers override it.
+	Default string
+}
+
+// Options configures a Limiter. Store and Rules are required; the zero
+// value of every other field is a documented default.
+type Options struct {
+	// Store keeps the counters: memstore for one process, redisstore to
+	// share limits between processes.
+	Store sluice.Store
+	// Rules are applied in order to every request they match.
+	Rules []Rule
+	// ClientIP finds the client's address for the "ip" key part. Default:
+	// the connection's address, IPv6 clients per /64, no forwarding
+	// headers believed (clientip.Options{}).
+	ClientIP *clientip.Resolver
+	// Tiers says where a request's tier comes from. Default: every request
+	// is in tier "free".
+	Tiers Tiers
+	// Headers selects the rate-limit headers. Default HeadersIETF |
+	// HeadersLegacy.
+	Headers Headers
+	// OverLimitHeader is the request header that carries, to the next
+	// handler, the names of the Soft rules the request was over (comma
+	// separated). Sent by clients, it is always removed. Default
+	// "Sluice-Over-Limit".
+	OverLimitHeader string
+	// FailClosed answers 503 Service Unavailable when the store returns an
+	// error. By default such requests are let through (fail open), which
+	// the Observer sees as OutcomeError. Stores with their own failure
+	// policy (redisstore's OnError) rarely return errors.
+	FailClosed bool
+	// Observer, if set, is told about every decision, for metrics and logs.
+	Observer Observer
+}
+
+// Limiter is the middleware: build one with New, wrap handlers with Handler.
+type Limiter struct {
+	store      sluice.Store
+	rules      []compiled
+	ip         *clientip.Resolver
+	tiers      Tiers
+	headers    Headers
+	overLimit  string
+	failClosed bool
+	obs        Observer
+	pool       sync.Pool
+}
+
+// compiled is a rule with its policies built.
+type compiled struct {
+	Rule
+	def   *tierPolicy
+	tiers map[string]*tierPolicy
+}
+
+// tierPolicy is a rule's policy for one tier, with its RateLimit-Policy item
+// rendered once.
+type tierPolicy struct {
+	policy *sluice.Policy
+	lim    *sluice.Limiter
+	item   string // `"name";q=20;w=10`
+}
+
+// New validates the options and returns a Limiter.
+func New(opts Options) (*Limiter, error) {
+	if opts.Store == nil {
+		return nil, fmt.Errorf("%w: no store", ErrInvalidRule)
+	}
+	l := &Limiter{
+		store:      opts.Store,
+		ip:         opts.ClientIP,
+		tiers:      opts.Tiers,
+		headers:    opts.Headers,
+		overLimit:  textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
+		failClosed: opts.FailClosed,
+		obs:        opts.Observer,
+	}
+	if l.ip == nil {
+		r, err := clientip.New(clientip.Options{})
+		if err != nil {
+			return nil, err
+		}
+		l.ip = r
+	}
+	if l.headers == 0 {
+		l.headers = HeadersIETF | HeadersLegacy
+	}
+	if l.overLimit == "" {
+		l.overLimit = "Sluice-Over-Limit"
+	} else if !isToken(l.overLimit) {
+		return nil, fmt.Errorf("%w: over-limit header %q is not a valid header name", ErrInvalidRule, opts.OverLimitHeader)
+	}
+	if l.tiers.Default == "" {
+		l.tiers.Default = "free"
+	}
+	if l.tiers.From != (KeyPart{}) {
+		if err := l.tiers.From.validate(); err != nil {
+			return nil, fmt.Errorf("tiers: %w", err)
+		}
+		if l.tiers.From.Source == SourceGlobal {
+			return nil, fmt.Errorf("%w: tiers cannot come from the global key part", ErrInvalidRule)
+		}
+	}
+	seen := make(map[string]bool)
+	for i := range opts.Rules {
+		r := opts.Rules[i]
+		if err := r.Validate(); err != nil {
+			return nil, err
+		}
+		if seen[r.Name] {
+			return nil, fmt.Errorf("%w: two rules are named %q", ErrInvalidRule, r.Name)
+		}
+		seen[r.Name] = true
+		c := compiled{Rule: r}
+		c.Key = append([]KeyPart(nil), r.Key...)
+		if len(c.Key) == 0 {
+			c.Key = []KeyPart{IP()}
+		}
+		c.Match.Paths = append([]string(nil), r.Match.Paths...)
+		c.Match.Methods = append([]string(nil), r.Match.Methods...)
+		c.Match.Hosts = append([]string(nil), r.Match.Hosts...)
+		if r.Action != Exempt {
+			var err error
+			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Limit); err != nil {
+				return nil, err
+			}
+			c.tiers = make(map[string]*tierPolicy, len(r.Tiers))
+			for t, lim := range r.Tiers {
+				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, lim); err != nil {
+					return nil, err
+				}
+			}
+			if tp, ok := c.tiers[l.tiers.Default]; ok {
+				c.def = tp
+			}
+		}
+		l.rules = append(l.rules, c)
+	}
+	l.pool.New = func() any { return new(call) }
+	return l, nil
+}
+
+func newTierPolicy(store sluice.Store, name string, lim sluice.Limit) (*tierPolicy, error) {
+	p, err := sluice.NewPolicy(name, lim)
+	if err != nil {
+		return nil, fmt.Errorf("rule %q: %w", name, err)
+	}
+	sl, err := sluice.NewWithPolicy(store, p)
+	if err != nil {
+		return nil, err
+	}
+	return &tierPolicy{policy: p, lim: sl, item: policyItem(name, lim)}, nil
+}
+
+// Handler returns next wrapped by the limiter.
+func (l *Limiter) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { l.serve(w, r, next) })
+}
+
+// Middleware returns a Limiter's Handler as a func(http.Handler)
+// http.Handler, the shape routers built on net/http take.
+func Middleware(opts Options) (func(http.Handler) http.Handler, error) {
+	l, err := New(opts)
+	if err != nil {
+		return nil, err
+	}
+	return l.Handler, nil
+}
+
+// Outcome is what became of a request, or of one rule's part in it.
+type Outcome uint8
+
+// The outcomes, with the names used as metric labels.
+const (
+	OutcomeAllowed       Outcome = iota // "allowed": admitted
+	OutcomeLimited                      // "limited": rejected with 429
+	OutcomeDelayed                      // "delayed": admitted after waiting its turn
+	OutcomeShadowLimited                // "shadow_limited": a Shadow rule would have rejected it
+	OutcomeSoftLimited                  // "soft_limited": over a Soft rule, passed on marked
+	OutcomeExempt                       // "exempt": an Exempt rule let it through unchecked
+	OutcomeError                        // "error": the store failed; let through, or 503 if FailClosed
+	OutcomeSkipped                      // "skipped": the rule did not apply (a key part was missing, or the request was rejected first)
+)
+
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped"}
+
+// String returns the outcome's metric label, such as "shadow_limited".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return fmt.Sprintf("outcome(%d)", o)
+}
+
+// Observer is told about every decision. Observe is called once per request
+// that matched at least one rule, before the request is passed on or
+// rejected (after any delay), from the request's goroutine; it must not
+// keep e or anything in it after returning.
+type Observer interface {
+	Observe(r *http.Request, e *Event)
+}
+
+// Event describes the decision for one request.
+type Event struct {
+	// Outcome is the request's: allowed, limited, delayed, exempt or error
+	// (a Shadow or Soft rule's outcome is only in Rules).
+	Outcome Outcome
+	// Rules are the rules that matched, in order.
+	Rules []RuleEvent
+	// Latency is the time spent deciding, not counting any delay.
+	Latency time.Duration
+	// Delay is how long the request waited for its turn.
+	Delay time.Duration
+}
+
+// RuleEvent is one rule's part in a decision.
+type RuleEvent struct {
+	Rule    string
+	Action  Action
+	Tier    string // the tier whose limit applied; "" for the rule's default Limit
+	Outcome Outcome
+	// Key is the rule's composite key for the request. It may identify a
+	// person: log it only in a non-reversible form.
+	Key      string
+	Decision sluice.Decision
+	Err      error
+}
+
+// call is the per-request scratch space, pooled.
+type call struct {
+	ev       Event
+	keyBuf   []byte
+	hdrBuf   []byte
+	events   []RuleEvent
+	rules    []*compiled
+	policies []*tierPolicy
+	reqs     []sluice.Request
+	out      []sluice.Decision
+	idx      []int // events index of each request in reqs
+	resv     []sluice.Reservation
+	soft     []byte
+}
+
+func (c *call) reset() {
+	c.ev = Event{}
+	clear(c.events)
+	c.events = c.events[:0]
+	clear(c.policies)
+	c.policies = c.policies[:0]
+	clear(c.rules)
+	c.rules = c.rules[:0]
+	clear(c.reqs)
+	c.reqs = c.reqs[:0]
+	c.out = c.out[:0]
+	c.idx = c.idx[:0]
+	clear(c.resv)
+	c.resv = c.resv[:0]
+	c.keyBuf = c.keyBuf[:0]
+	c.soft = c.soft[:0]
+}
+
+func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	if _, ok := r.Header[l.overLimit]; ok {
+		r.Header.Del(l.overLimit)
+	}
+	p := cleanPath(r.URL.Path)
+	c := l.pool.Get().(*call)
+	defer func() { c.reset(); l.pool.Put(c) }()
+
+	var start time.Time
+	if l.obs != nil {
+		start = time.Now()
+	}
+	exempt := l.match(c, r, p)
+	if len(c.events) == 0 {
+		next.ServeHTTP(w, r)
+		return
+	}
+	c.ev = Event{Rules: c.events, Outcome: OutcomeAllowed}
+	ev := &c.ev
+	if exempt && len(c.events) == 1 {
+		ev.Outcome = OutcomeExempt
+		l.observe(r, ev, start)
+		next.ServeHTTP(w, r)
+		return
+	}
+	ctx := r.Context()
+	denied, failed := l.decide(ctx, c)
+	switch {
+	case failed && l.failClosed:
+		ev.Outcome = OutcomeError
+		l.cancel(ctx, c)
+		l.observe(r, ev, start)
+		unavailable(w)
+		return
+	case denied:
+		ev.Outcome = OutcomeLimited
+		l.cancel(ctx, c)
+		l.observe(r, ev, start)
+		l.reject(w, c)
+		return
+	case failed:
+		ev.Outcome = OutcomeError
+	}
+	if l.obs != nil {
+		ev.Latency = time.Since(start)
+	}
+	l.chargeNonBlocking(ctx, c)
+	if len(c.soft) > 0 {
+		r.Header.Set(l.overLimit, string(c.soft))
+	}
+	l.writeHeaders(w.Header(), c)
+	if delay := c.maxDelay(); delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			l.cancel(context.WithoutCancel(ctx), c)
+			ev.Outcome, ev.Delay = OutcomeError, delay
+			if l.obs != nil {
+				l.obs.Observe(r, ev)
+			}
+			return
+		}
+		if ev.Outcome == OutcomeAllowed {
+			ev.Outcome = OutcomeDelayed
+		}
+		ev.Delay = delay
+	}
+	if l.obs != nil {
+		l.obs.Observe(r, ev)
+	}
+	next.ServeHTTP(w, r)
+}
+
+func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
+	if l.obs != nil {
+		ev.Latency = time.Since(start)
+		l.obs.Observe(r, ev)
+	}
+}
+
+// match collects the rules that apply to r, with their keys and policies,
+// into c, stopping at the first Exempt rule. It reports whether an Exempt
+// rule matched.
+func (l *Limiter) match(c *call, r *http.Request, p string) bool {
+	var (
+		tier     string
+		tierDone bool
+		ipStart  = -1
+		ipEnd    int
+	)
+	type span struct{ i, j int }
+	var spansArr [16]span
+	spans := spansArr[:0]
+	for i := range l.rules {
+		rule := &l.rules[i]
+		if !rule.Match.matches(r, p) {
+			continue
+		}
+		if rule.Action == Exempt {
+			c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: Exempt, Outcome: OutcomeExempt})
+			c.rules = append(c.rules, rule)
+			c.policies = append(c.policies, nil)
+			spans = append(spans, span{len(c.keyBuf), len(c.keyBuf)})
+			break
+		}
+		tp := rule.def
+		ruleTier := ""
+		if len(rule.tiers) > 0 {
+			if !tierDone {
+				tier, tierDone = l.tierOf(r), true
+			}
+			if t, ok := rule.tiers[tier]; ok {
+				tp, ruleTier = t, tier
+			}
+		}
+		start := len(c.keyBuf)
+		skip := false
+		for _, k := range rule.Key {
+			switch {
+			case k.Source == SourceIP:
+				ipStart, ipEnd = l.appendIP(c, r, ipStart, ipEnd)
+			default:
+				v, ok := k.value(r)
+				switch {
+				case ok:
+					c.keyBuf = appendValue(c.keyBuf, tagOf(k), v)
+				case rule.Missing == MissingSkip:
+					skip = true
+				default:
+					c.keyBuf = append(c.keyBuf, 'm')
+					ipStart, ipEnd = l.appendIP(c, r, ipStart, ipEnd)
+				}
+			}
+		}
+		if skip {
+			c.keyBuf = c.keyBuf[:start]
+			c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Outcome: OutcomeSkipped})
+			c.policies = append(c.policies, nil)
+			c.rules = append(c.rules, rule)
+			spans = append(spans, span{start, start})
+			continue
+		}
+		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Tier: ruleTier, Outcome: OutcomeAllowed})
+		c.policies = append(c.policies, tp)
+		c.rules = append(c.rules, rule)
+		spans = append(spans, span{start, len(c.keyBuf)})
+	}
+	if len(spans) > 0 {
+		keys := string(c.keyBuf) // one allocation for every key of the request
+		for i, s := range spans {
+			c.events[i].Key = keys[s.i:s.j]
+		}
+	}
+	return len(c.events) > 0 && c.events[len(c.events)-1].Action == Exempt
+}
+
+// appendIP appends the client's IP key part, copying it from an earlier
+// part of the buffer when another rule already computed it.
+func (l *Limiter) appendIP(c *call, r *http.Request, start, end int) (int, int) {
+	if start >= 0 {
+		c.keyBuf = append(c.keyBuf, c.keyBuf[start:end]...)
+		return len(c.keyBuf) - (end - start), len(c.keyBuf)
+	}
+	s := len(c.keyBuf)
+	c.keyBuf = append(c.keyBuf, 'i')
+	b, err := l.ip.AppendKey(c.keyBuf, r)
+	if err != nil {
+		// No usable connection address (a Unix socket, say): key by what
+		// there is, so such requests still share a bounded counter.
+		b = appendValue(c.keyBuf[:s], 'u', r.RemoteAddr)
+	}
+	c.keyBuf = b
+	return s, len(c.keyBuf)
+}
+
+func tagOf(k KeyPart) byte {
+	return "?ihqcmpsg"[k.Source]
+}
+
+// tierOf returns the request's tier name.
+func (l *Limiter) tierOf(r *http.Request) string {
+	if l.tiers.From == (KeyPart{}) {
+		return l.tiers.Default
+	}
+	var v string
+	var ok bool
+	if l.tiers.From.Source == SourceIP {
+		if a, err := l.ip.Addr(r); err == nil {
+			v, ok = a.String(), true
+		}
+	} else {
+		v, ok = l.tiers.From.value(r)
+	}
+	if !ok {
+		return l.tiers.Default
+	}
+	if l.tiers.Keys != nil {
+		t, ok := l.tiers.Keys[v]
+		if !ok {
+			return l.tiers.Default
+		}
+		return t
+	}
+	return v
+}
+
+// decide charges the Delay and Reject rules: all of them or none. It
+// reports whether the request was denied, and whether a store error let a
+// rule through unchecked.
+func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
+	for i := range c.events {
+		e, tp := &c.events[i], c.policies[i]
+		if tp == nil || e.Action != Delay {
+			continue
+		}
+		res, err := tp.lim.Reserve(ctx, e.Key, 1, c.rules[i].MaxDelay)
+		switch {
+		case err != nil:
+			e.Outcome, e.Err, failed = OutcomeError, err, true
+		case !res.Allowed:
+			e.Outcome, e.Decision = OutcomeLimited, res.Decision
+			l.skipRest(c, i+1)
+			return true, failed
+		default:
+			e.Decision = res.Decision
+			if res.Delay > 0 {
+				e.Outcome = OutcomeDelayed
+			}
+			c.resv = append(c.resv, res)
+		}
+	}
+	for i := range c.events {
+		if c.policies[i] != nil && c.events[i].Action == Reject {
+			c.reqs = append(c.reqs, sluice.Request{Policy: c.policies[i].policy, Key: c.events[i].Key, N: 1})
+			c.idx = append(c.idx, i)
+		}
+	}
+	if len(c.reqs) == 0 {
+		return false, failed
+	}
+	if cap(c.out) < len(c.reqs) {
+		c.out = make([]sluice.Decision, len(c.reqs))
+	}
+	c.out = c.out[:len(c.reqs)]
+	clear(c.out)
+	ok, err := sluice.TakeAll(ctx, l.store, c.reqs, c.out)
+	for j, i := range c.idx {
+		e := &c.events[i]
+		switch {
+		case err != nil:
+			e.Outcome, e.Err, failed = OutcomeError, err, true
+		case ok:
+			e.Decision = c.out[j]
+		case !c.out[j].Allowed:
+			e.Outcome, e.Decision = OutcomeLimited, c.out[j]
+		default:
+			e.Outcome, e.Decision = OutcomeSkipped, c.out[j]
+		}
+	}
+	if err == nil && !ok {
+		l.skipRest(c, 0)
+		return true, failed
+	}
+	return false, failed
+}
+
+// skipRest marks the Shadow and Soft rules, and the undecided rules from
+// index from on, as skipped: the request is rejected and charged to none.
+func (l *Limiter) skipRest(c *call, from int) {
+	for i := range c.events {
+		e := &c.events[i]
+		if c.policies[i] == nil {
+			continue
+		}
+		if e.Action == Shadow || e.Action == Soft || (i >= from && e.Outcome == OutcomeAllowed && e.Decision.Time.IsZero()) {
+			e.Outcome = OutcomeSkipped
+		}
+	}
+}
+
+// cancel gives back the quota of every reservation of a request that will
+// not be served.
+func (l *Limiter) cancel(ctx context.Context, c *call) {
+	for i := range c.resv {
+		_ = c.resv[i].Cancel(ctx) // the quota is lost at worst; the request is refused either way
+	}
+}
+
+// chargeNonBlocking charges the Shadow and Soft rules of an admitted request
+// and notes the Soft rules it is over.
+func (l *Limiter) chargeNonBlocking(ctx context.Context, c *call) {
+	for i := range c.events {
+		e, tp := &c.events[i], c.policies[i]
+		if tp == nil || (e.Action != Shadow && e.Action != Soft) {
+			continue
+		}
+		d, err := tp.lim.Allow(ctx, e.Key)
+		e.Decision, e.Err = d, err
+		switch {
+		case err != nil:
+			e.Outcome = OutcomeError
+		case d.Allowed:
+		case e.Action == Shadow:
+			e.Outcome = OutcomeShadowLimited
+		default:
+			e.Outcome = OutcomeSoftLimited
+			if len(c.soft) > 0 {
+				c.soft = append(c.soft, ", "...)
+			}
+			c.soft = append(c.soft, e.Rule...)
+		}
+	}
+}
+
+// maxDelay returns the longest wait among the request's reservations.
+func (c *call) maxDelay() time.Duration {
+	var d time.Duration
+	for i := range c.resv {
+		d = max(d, c.resv[i].Delay)
+	}
+	return d
+}
+
+// cleanPath returns the path rules are matched against: cleaned, so that
+// "/api//search/" and "/api/x/../search" count as "/api/search".
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] == '/' && !strings.Contains(p, "//") && !strings.Contains(p, "/.") && (len(p) == 1 || p[len(p)-1] != '/') {
+		return p
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	return path.Clean(p)
+}

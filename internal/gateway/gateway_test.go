@@ -1,0 +1,395 @@
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// running is a gateway served on loopback ports for one test.
+type running struct {
+	url, admin string
+	logs       *syncBuffer
+	stop       func() error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func start(t *testing.T, opts gateway.Options) *running {
+	t.Helper()
+	logs := &syncBuffer{}
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.Admin == "" {
+		opts.Admin = "127.0.0.1:0"
+	}
+	if opts.Upstream == "" {
+		opts.Upstream = gateway.EchoUpstream
+	}
+	g, err := gateway.New(opts)
+	if err != nil {
+		t.Fatalf("gateway.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]net.Addr, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- g.Run(ctx, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+	}()
+	var a [2]net.Addr
+	select {
+	case a = <-addrs:
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	r := &running{url: "http://" + a[0].String(), admin: "http://" + a[1].String(), logs: logs}
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-done
+			g.Close()
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func get(t *testing.T, method, url string, header map[string]string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	return resp
+}
+
+func metric(t *testing.T, admin, series string) string {
+	t.Helper()
+	resp := get(t, "GET", admin+"/metrics", nil)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), series+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func fixed(n int64, p time.Duration) sluice.Limit {
+	return sluice.Limit{Algorithm: sluice.FixedWindow, Count: n, Period: p}
+}
+
+func TestGatewayLimitsOverRealHTTP(t *testing.T) {
+	upstreamSaw := make(chan http.Header, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstreamSaw <- r.Header.Clone()
+		w.Header().Set("X-Upstream", "yes")
+		io.WriteString(w, "hello")
+	}))
+	defer up.Close()
+	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		{Name: "health", Match: httplimit.Match{Paths: []string{"/healthz"}}, Action: httplimit.Exempt},
+		{Name: "login", Match: httplimit.Match{Paths: []string{"/login"}, Methods: []string{"POST"}},
+			Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 2, Period: time.Minute}},
+		{Name: "cheap", Match: httplimit.Match{Paths: []string{"/login"}}, Action: httplimit.Soft, Limit: fixed(1, time.Hour)},
+	}}})
+
+	r := get(t, "POST", g.url+"/login", nil)
+	if r.StatusCode != 200 || r.Header.Get("X-Upstream") != "yes" {
+		t.Fatalf("first login: status %d, X-Upstream %q; want 200 from the upstream", r.StatusCode, r.Header.Get("X-Upstream"))
+	}
+	if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"login";r=1;t=`) {
+		t.Errorf("RateLimit: got %q, want login with 1 remaining", got)
+	}
+	h := <-upstreamSaw
+	if h.Get("X-Forwarded-For") != "127.0.0.1" {
+		t.Errorf("upstream X-Forwarded-For: got %q, want 127.0.0.1", h.Get("X-Forwarded-For"))
+	}
+	if h.Get("Sluice-Over-Limit") != "" {
+		t.Errorf("first request marked over the soft limit: %q", h.Get("Sluice-Over-Limit"))
+	}
+	r = get(t, "POST", g.url+"/login", map[string]string{"Sluice-Over-Limit": "forged"})
+	if r.StatusCode != 200 {
+		t.Fatalf("second login: status %d", r.StatusCode)
+	}
+	if h := <-upstreamSaw; h.Get("Sluice-Over-Limit") != "cheap" {
+		t.Errorf("upstream Sluice-Over-Limit: got %q, want cheap", h.Get("Sluice-Over-Limit"))
+	}
+	r = get(t, "POST", g.url+"/login", nil)
+	if r.StatusCode != 429 {
+		t.Fatalf("third login: status %d, want 429", r.StatusCode)
+	}
+	var p map[string]any
+	if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+		t.Fatalf("429 body: %v", err)
+	}
+	if p["status"] != 429.0 || p["retry_after"] == nil {
+		t.Errorf("problem: %v", p)
+	}
+	for range 3 {
+		if r := get(t, "GET", g.url+"/healthz", nil); r.StatusCode != 200 {
+			t.Errorf("exempt /healthz: status %d", r.StatusCode)
+		}
+	}
+
+	for series, want := range map[string]string{
+		`sluice_decisions_total{outcome="allowed",rule="login"}`:      "2",
+		`sluice_decisions_total{outcome="limited",rule="login"}`:      "1",
+		`sluice_decisions_total{outcome="soft_limited",rule="cheap"}`: "1",
+		`sluice_decisions_total{outcome="exempt",rule="health"}`:      "3",
+		`sluice_requests_total{outcome="limited"}`:                    "1",
+		`sluice_decision_duration_seconds_count`:                      "6",
+		`sluice_live_keys`:                                            "2",
+	} {
+		if got := metric(t, g.admin, series); got != want {
+			t.Errorf("%s: got %q, want %q", series, got, want)
+		}
+	}
+	if logs := g.logs.String(); !strings.Contains(logs, `"level":"WARN","msg":"request rejected by rate limit","rule":"login","key":"`) || strings.Contains(logs, "127.0.0.1/32") {
+		t.Errorf("rejection log must name the rule and a hashed key, never the address:\n%s", logs)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := get(t, "GET", g.admin+path, nil); r.StatusCode != 200 {
+			t.Errorf("admin %s: status %d", path, r.StatusCode)
+		}
+	}
+}
+
+func TestGatewaySpoofedForwardedForChangesNothing(t *testing.T) {
+	proxies, err := clientip.ParsePrefixes([]string{"10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := clientip.New(clientip.Options{TrustedProxies: proxies})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := start(t, gateway.Options{Limiter: httplimit.Options{ClientIP: trusted, Rules: []httplimit.Rule{
+		{Name: "per-ip", Limit: fixed(2, time.Hour)},
+	}}})
+	codes := ""
+	for i := range 4 {
+		// Each request claims to come from another address; the peer
+		// (127.0.0.1) is not a trusted proxy, so the claims are ignored.
+		r := get(t, "GET", g.url+"/", map[string]string{
+			"X-Forwarded-For": "203.0.113." + string(rune('1'+i)),
+			"Forwarded":       "for=198.51.100." + string(rune('1'+i)),
+		})
+		codes += r.Status[:3] + " "
+	}
+	if codes != "200 200 429 429 " {
+		t.Errorf("statuses: got %q, want the spoofing client limited as itself", codes)
+	}
+}
+
+func TestGatewayDelayDelaysThenPasses(t *testing.T) {
+	g := start(t, gateway.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+		Name: "export", Action: httplimit.Delay, MaxDelay: time.Second,
+		Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: 300 * time.Millisecond},
+	}}}})
+	get(t, "GET", g.url+"/export", nil)
+	startAt := time.Now()
+	r := get(t, "GET", g.url+"/export", nil)
+	waited := time.Since(startAt)
+	if r.StatusCode != 200 {
+		t.Fatalf("delayed request: status %d, want 200", r.StatusCode)
+	}
+	// The second request's turn comes one emission interval after the
+	// first; it cannot be served sooner.
+	if waited < 200*time.Millisecond {
+		t.Errorf("second request served after %v, want it held for about 300ms", waited)
+	}
+	if got := metric(t, g.admin, `sluice_requests_total{outcome="delayed"}`); got != "1" {
+		t.Errorf("delayed requests: got %q, want 1", got)
+	}
+}
+
+func TestGatewayShadowNeverBlocks(t *testing.T) {
+	g := start(t, gateway.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+		Name: "global-writes", Key: []httplimit.KeyPart{httplimit.Global()}, Action: httplimit.Shadow, Limit: fixed(1, time.Hour),
+	}}}})
+	for range 5 {
+		if r := get(t, "POST", g.url+"/", nil); r.StatusCode != 200 {
+			t.Fatalf("shadow-limited request: status %d, want 200", r.StatusCode)
+		}
+	}
+	if got := metric(t, g.admin, `sluice_decisions_total{outcome="shadow_limited",rule="global-writes"}`); got != "4" {
+		t.Errorf("shadow_limited: got %q, want 4", got)
+	}
+}
+
+func TestGatewayMalformedRequests(t *testing.T) {
+	g := start(t, gateway.Options{MaxHeaderBytes: 4 << 10, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		{Name: "by-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: fixed(100, time.Hour)},
+	}}})
+	r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": strings.Repeat("k", 64<<10)})
+	if r.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("huge header: status %d, want 431", r.StatusCode)
+	}
+	for _, xff := range []string{"not-an-ip", "999.1.1.1", "[::1", strings.Repeat("1.2.3.4, ", 500)} {
+		if r := get(t, "GET", g.url+"/", map[string]string{"X-Forwarded-For": xff[:min(len(xff), 3000)]}); r.StatusCode != 200 {
+			t.Errorf("X-Forwarded-For %.20q: status %d, want 200", xff, r.StatusCode)
+		}
+	}
+	// A raw request with a bad request line gets 400, and the gateway keeps serving.
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "GARBAGE\r\n\r\n")
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	c.Close()
+	if !strings.Contains(line, "400") {
+		t.Errorf("bad request line: got %q, want 400", line)
+	}
+	if r := get(t, "GET", g.url+"/", nil); r.StatusCode != 200 {
+		t.Errorf("after bad input: status %d", r.StatusCode)
+	}
+}
+
+func TestGatewayGracefulShutdown(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		io.WriteString(w, "finished")
+	}))
+	defer up.Close()
+	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{Name: "r", Limit: fixed(10, time.Minute)}}}})
+	result := make(chan string, 1)
+	go func() {
+		resp, err := http.Get(g.url + "/slow")
+		if err != nil {
+			result <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		result <- string(b)
+	}()
+	<-arrived
+	stopped := make(chan error, 1)
+	go func() { stopped <- g.stop() }()
+	// Shutting down: new connections are refused while the request in
+	// flight is still served.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := net.DialTimeout("tcp", strings.TrimPrefix(g.url, "http://"), 100*time.Millisecond); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gateway still accepting connections after shutdown began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(release)
+	if got := <-result; got != "finished" {
+		t.Errorf("request in flight: got %q, want it finished", got)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
+
+func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	opts := func() gateway.Options {
+		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 25, Period: time.Hour}},
+		}}}
+	}
+	a, b := start(t, opts()), start(t, opts())
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			url := a.url
+			if i%2 == 1 {
+				url = b.url
+			}
+			for range 10 {
+				r := get(t, "GET", url+"/", map[string]string{"X-API-Key": "shared"})
+				if r.StatusCode == 200 {
+					mu.Lock()
+					admitted++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if admitted != 25 {
+		t.Errorf("two gateways admitted %d requests, want exactly the shared limit 25", admitted)
+	}
+	for _, g := range []*running{a, b} {
+		if r := get(t, "GET", g.admin+"/readyz", nil); r.StatusCode != 200 {
+			t.Errorf("readyz with Redis up: status %d", r.StatusCode)
+		}
+	}
+	// Redis goes away: the default on_error (local) keeps limiting from
+	// memory, /readyz says so, and the metrics count the degraded decisions.
+	srv.Stop()
+	for range 3 {
+		if r := get(t, "GET", a.url+"/", map[string]string{"X-API-Key": "other"}); r.StatusCode != 200 {
+			t.Errorf("with Redis down: status %d, want 200 from the local fallback", r.StatusCode)
+		}
+	}
+	if r := get(t, "GET", a.admin+"/readyz", nil); r.StatusCode != 503 {
+		t.Errorf("readyz with Redis down: status %d, want 503", r.StatusCode)
+	}
+	if got := metric(t, a.admin, `sluice_degraded_decisions_total{rule="per-key"}`); got != "3" {
+		t.Errorf("degraded decisions: got %q, want 3", got)
+	}
+	if got := metric(t, a.admin, `sluice_store_errors_total{backend="redis"}`); got == "" || got == "0" {
+		t.Errorf("store errors: got %q, want some", got)
+	}
+}

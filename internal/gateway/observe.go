@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// metrics are the gateway's Prometheus metrics. No label ever carries a
+// client's key, address or anything else a client chooses.
+type metrics struct {
+	decisions   *prometheus.CounterVec // rule, outcome
+	requests    *prometheus.CounterVec // outcome
+	latency     prometheus.Histogram   // seconds spent deciding
+	delay       prometheus.Histogram   // seconds delayed requests waited
+	storeErrors *prometheus.CounterVec // backend
+	degraded    *prometheus.CounterVec // rule
+	logDropped  prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, backend string) *metrics {
+	m := &metrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_decisions_total",
+			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped).",
+		}, []string{"rule", "outcome"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_requests_total",
+			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error).",
+		}, []string{"outcome"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_decision_duration_seconds",
+			Help:    "Time spent deciding a request, not counting any delay, in seconds.",
+			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25},
+		}),
+		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "sluice_delay_seconds",
+			Help:    "Time delayed requests waited for their turn, in seconds.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}),
+		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_store_errors_total",
+			Help: "Failed store operations, by backend.",
+		}, []string{"backend"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_degraded_decisions_total",
+			Help: "Decisions made by the store's failure policy (on_error) instead of the store, by rule.",
+		}, []string{"rule"}),
+		logDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_log_suppressed_total",
+			Help: "Rejection log lines dropped by the log rate limit.",
+		}),
+	}
+	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped)
+	m.storeErrors.WithLabelValues(backend)
+	return m
+}
+
+// observer turns decisions into metrics and rate-limited logs.
+type observer struct {
+	m       *metrics
+	backend string
+	log     *slog.Logger
+	logs    logLimit
+	secret  []byte // keys are logged as HMAC-SHA256(secret, key)
+	// counters caches the CounterVec children per rule and outcome.
+	counters sync.Map // ruleOutcome -> prometheus.Counter
+}
+
+type ruleOutcome struct {
+	rule    string
+	outcome httplimit.Outcome
+}
+
+func newObserver(m *metrics, backend string, log *slog.Logger, linesPerSecond int64) *observer {
+	secret := make([]byte, 32)
+	_, _ = rand.Read(secret) // crypto/rand.Read never fails
+	return &observer{m: m, backend: backend, log: log, logs: logLimit{per: linesPerSecond}, secret: secret}
+}
+
+var _ httplimit.Observer = (*observer)(nil)
+
+// Observe implements httplimit.Observer.
+func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
+	o.m.requests.WithLabelValues(e.Outcome.String()).Inc()
+	o.m.latency.Observe(e.Latency.Seconds())
+	if e.Delay > 0 {
+		o.m.delay.Observe(e.Delay.Seconds())
+	}
+	for i := range e.Rules {
+		re := &e.Rules[i]
+		o.counter(re.Rule, re.Outcome).Inc()
+		if re.Err != nil {
+			o.m.storeErrors.WithLabelValues(o.backend).Inc()
+		}
+		if re.Decision.Degraded {
+			o.m.degraded.WithLabelValues(re.Rule).Inc()
+		}
+		switch re.Outcome {
+		case httplimit.OutcomeLimited, httplimit.OutcomeShadowLimited:
+			o.logRejection(r.Context(), re)
+		case httplimit.OutcomeError:
+			if o.logs.allow(time.Now()) {
+				o.log.LogAttrs(r.Context(), slog.LevelError, "rate limit store failed; request let through",
+					slog.String("rule", re.Rule), slog.Any("error", re.Err))
+			} else {
+				o.m.logDropped.Inc()
+			}
+		}
+	}
+}
+
+func (o *observer) counter(rule string, out httplimit.Outcome) prometheus.Counter {
+	k := ruleOutcome{rule, out}
+	if c, ok := o.counters.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := o.m.decisions.WithLabelValues(rule, out.String())
+	o.counters.Store(k, c)
+	return c
+}
+
+func (o *observer) logRejection(ctx context.Context, re *httplimit.RuleEvent) {
+	if !o.logs.allow(time.Now()) {
+		o.m.logDropped.Inc()
+		return
+	}
+	msg := "request rejected by rate limit"
+	if re.Outcome == httplimit.OutcomeShadowLimited {
+		msg = "request over a shadow rate limit (not rejected)"
+	}
+	o.log.LogAttrs(ctx, slog.LevelWarn, msg,
+		slog.String("rule", re.Rule),
+		slog.String("key", o.hashKey(re.Key)),
+		slog.String("tier", re.Tier),
+		slog.Int64("limit", re.Decision.Limit),
+		slog.Duration("retry_after", re.Decision.RetryAfter),
+		slog.Bool("degraded", re.Decision.Degraded))
+}
+
+// hashKey returns a non-reversible form of a key: equal keys give equal
+// strings within one process, so an operator can tell one noisy client from
+// many, but no one can recover an address from the log, not even by trying
+// every IPv4 address.
+func (o *observer) hashKey(key string) string {
+	mac := hmac.New(sha256.New, o.secret)
+	mac.Write([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
+}
+
+// logLimit admits at most per log lines per second, so that an attack
+// cannot flood the log; the rest are counted in sluice_log_suppressed_total.
+type logLimit struct {
+	per    int64
+	window atomic.Int64 // Unix second of the current window
+	n      atomic.Int64 // lines logged in it
+}
+
+func (l *logLimit) allow(now time.Time) bool {
+	if l.per <= 0 {
+		return false
+	}
+	sec := now.Unix()
+	if w := l.window.Load(); w != sec {
+		if l.window.CompareAndSwap(w, sec) {
+			l.n.Store(0)
+		}
+	}
+	return l.n.Add(1) <= l.per
+}
