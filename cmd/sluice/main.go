@@ -1,0 +1,22 @@
+// Command sluice runs the Sluice rate-limiting gateway.
+//
+//	sluice serve --config FILE    run the gateway
+//	sluice check-config FILE      validate a config file and exit
+//	sluice version                print the version
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
