@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Request is one member of a batch decided by TakeAll: a request of cost N
@@ -26,23 +27,23 @@ type batchTaker interface {
 // nothing; out[i] then tells whether request i alone would have been
 // admitted, and the denied ones carry RetryAfter as from Store.Take.
 //
+// A store may stop at the first denial it knows of without deciding the
+// requests after it: their out[i] are then zero Decisions (Time is zero).
+//
 // A store that implements TakeAll(ctx, reqs, out) decides the batch
-// atomically. For any other store TakeAll checks every request first (Peek)
-// and charges none if any would be denied, then charges them in order; only
-// a concurrent request slipping between the check and the charge can then
-// deny a later request after earlier ones were charged, and those charges
-// stay. len(out) must be at least len(reqs).
+// atomically; it may return an error matching errors.ErrUnsupported for a
+// batch it cannot (the Redis store on a Redis Cluster). For any other store
+// or batch TakeAll checks every request first (Peek) and charges none if any
+// would be denied, then charges them in order; only a concurrent request
+// slipping between the check and the charge can then deny a later request
+// after earlier ones were charged, and those charges stay. len(out) must be
+// at least len(reqs).
 func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
 	if len(out) < len(reqs) {
 		return false, fmt.Errorf("sluice: TakeAll: %d requests but room for %d decisions", len(reqs), len(out))
 	}
-	for _, r := range reqs {
-		if r.Policy == nil {
-			return false, errors.New("sluice: TakeAll: nil policy")
-		}
-		if err := r.Policy.CheckCost(r.N); err != nil {
-			return false, err
-		}
+	if err := CheckBatch(reqs); err != nil {
+		return false, err
 	}
 	switch len(reqs) {
 	case 0:
@@ -53,7 +54,10 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		return err == nil && d.Allowed, err
 	}
 	if b, ok := store.(batchTaker); ok {
-		return b.TakeAll(ctx, reqs, out)
+		ok, err := b.TakeAll(ctx, reqs, out)
+		if !errors.Is(err, errors.ErrUnsupported) {
+			return ok, err
+		}
 	}
 	ok := true
 	for i, r := range reqs {
@@ -81,4 +85,31 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		}
 	}
 	return true, nil
+}
+
+// CheckBatch returns an error if TakeAll cannot decide reqs: a request has
+// no policy (ErrInvalidBatch) or a cost its policy can never admit, or two
+// requests are for the same key under policies that share the state of a
+// limit (equal IDs; ErrInvalidBatch), so that one batch would count the key
+// twice. Stores that implement TakeAll call it.
+func CheckBatch(reqs []Request) error {
+	for i, r := range reqs {
+		if r.Policy == nil {
+			return fmt.Errorf("%w: request %d has no policy", ErrInvalidBatch, i)
+		}
+		if err := r.Policy.CheckCost(r.N); err != nil {
+			return err
+		}
+		for _, q := range reqs[:i] {
+			if q.Key != r.Key || q.Policy.name != r.Policy.name {
+				continue
+			}
+			for _, a := range q.Policy.slots {
+				if slices.Contains(r.Policy.slots, a) {
+					return fmt.Errorf("%w: requests for key %q under policy %q share a limit", ErrInvalidBatch, r.Key, r.Policy.name)
+				}
+			}
+		}
+	}
+	return nil
 }

@@ -84,6 +84,10 @@ var (
 	// ErrReserveUnsupported reports Reserve or Wait on a policy with a
 	// window algorithm; only TokenBucket and GCRA can schedule requests.
 	ErrReserveUnsupported = errors.New("sluice: reserve needs token_bucket or gcra limits")
+	// ErrInvalidBatch reports a TakeAll batch that cannot be decided: a
+	// request without a policy, or two requests for one key under
+	// policies that share a limit's state.
+	ErrInvalidBatch = errors.New("sluice: invalid batch")
 )
 
 // Limit is one rate limit: Count units per Period, computed by Algorithm.

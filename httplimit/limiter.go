@@ -574,7 +574,7 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 			e.Outcome, e.Err, failed = OutcomeError, err, true
 		case ok:
 			e.Decision = c.out[j]
-		case !c.out[j].Allowed:
+		case !c.out[j].Allowed && !c.out[j].Time.IsZero(): // a zero Decision was not decided
 			e.Outcome, e.Decision = OutcomeLimited, c.out[j]
 		default:
 			e.Outcome, e.Decision = OutcomeSkipped, c.out[j]

@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"slices"
 
 	"github.com/sluicehq/sluice"
@@ -15,7 +14,7 @@ const maxBatch = 16
 // describes: every shard the batch touches is locked (in ascending order, so
 // that concurrent batches cannot deadlock), every request is evaluated, and
 // all are charged only if all are admitted. The requests must be for
-// distinct (policy, key) pairs; a batch that repeats one is an error.
+// distinct (policy, key) pairs, as sluice.CheckBatch checks.
 func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
 	type hashed struct {
 		k0, k1 uint64
@@ -27,12 +26,10 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	if len(reqs) > maxBatch {
 		h, shards = make([]hashed, 0, len(reqs)), make([]uint32, 0, len(reqs))
 	}
-	for i, r := range reqs {
-		for _, q := range reqs[:i] {
-			if q.Policy == r.Policy && q.Key == r.Key {
-				return false, errors.New("memstore: TakeAll: a batch repeats a policy and key")
-			}
-		}
+	if err := sluice.CheckBatch(reqs); err != nil {
+		return false, err
+	}
+	for _, r := range reqs {
 		k0, k1, sh := s.hash(r.Key)
 		h = append(h, hashed{k0, k1, sh})
 		idx := uint32((k0 >> 32) & s.mask)

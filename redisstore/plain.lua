@@ -56,6 +56,10 @@ end
 -- clock, which the caller's clock (a test's fake clock) need not keep pace
 -- with.
 local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+-- A batch (several policies and keys decided together, op "batch") gives
+-- each limit its own cost, in the nl arguments after the limits'.
+local costs
+if op == 'batch' then costs = 5 + nl * 7 end
 local now, slack
 if ARGV[3] ~= '' then
   now, slack = tonumber(ARGV[3]), 3600000
@@ -126,7 +130,7 @@ if op == 'cancel' then
 end
 
 -- Reserve: the earliest time every limit admits n (algo.Rule.Wait).
-local at, wait, commit = now, 0, op == 'take'
+local at, wait, commit = now, 0, op == 'take' or op == 'batch'
 if op == 'peek' then n = 0 end
 if op == 'reserve' then
   for i = 1, nl do
@@ -166,6 +170,8 @@ for i = 1, nl do
   local key = KEYS[2 * i - 1]
   local ok, remaining, retry, reset = false, 0, 0, 0
   local v -- the new state, when admitted and charged
+  local n = n
+  if costs then n = tonumber(ARGV[costs + i]) end
   local cost = n
   if n == 0 then cost = 1 end
   local T, A, B = 0, 0, 0
@@ -305,7 +311,7 @@ for i = 1, nl do
         -- is the newest after it, unless removal empties the set.
         local stamp = at
         if #last > 0 then stamp = math.max(stamp, tonumber(last[2])) end
-        v = {live, sum, seq, stamp}
+        v = {live, sum, seq, stamp, n}
       end
     end
   end
@@ -336,7 +342,7 @@ if all and pend then
       redis.call('SET', key, v, 'PX', ttl)
     else
       -- Record a sliding_log request (algo.Log.record).
-      local live, sum, seq, stamp = v[1], v[2], v[3], v[4]
+      local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
       local period = tonumber(ARGV[5 + (i - 1) * 7 + 3])
       if live ~= sum then
         redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))

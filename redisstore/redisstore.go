@@ -10,6 +10,12 @@
 // by SHA and re-sent transparently when Redis answers NOSCRIPT (after a
 // restart or failover).
 //
+// Store.TakeAll decides a batch of requests under several policies and keys
+// (the rules an HTTP request matches) in one script call too: charged
+// whole or not at all, on a single server or a Sentinel-managed master. On
+// a Redis Cluster the keys of different requests lie in different slots,
+// which no script may span; there sluice.TakeAll checks before it charges.
+//
 // # Time
 //
 // By default the script reads the Redis server's clock (TIME), so processes
@@ -415,11 +421,15 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// keys returns the Redis keys of key under p: the state and auxiliary key of
-// each limit.
-func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
-	base := s.prefix + ":{" + strconv.Itoa(len(p.Name())) + ":" + p.Name() + ":" + key + "}"
-	out := make([]string, 0, 2*len(c.suffixes))
+// tag returns the hash tag that starts every Redis key of key under p.
+func (s *Store) tag(p *sluice.Policy, key string) string {
+	return s.prefix + ":{" + strconv.Itoa(len(p.Name())) + ":" + p.Name() + ":" + key + "}"
+}
+
+// appendKeys appends the Redis keys of key under p: the state and auxiliary
+// key of each limit.
+func (s *Store) appendKeys(out []string, c *compiled, p *sluice.Policy, key string) []string {
+	base := s.tag(p, key)
 	for _, suf := range c.suffixes {
 		k := base + suf
 		out = append(out, k, k+":m")
@@ -427,22 +437,43 @@ func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
 	return out
 }
 
-// call runs the script. It returns the script's reply, or an error that
-// sent the decision to the OnError path.
+// keys returns the Redis keys of key under p.
+func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
+	return s.appendKeys(make([]string, 0, 2*len(c.suffixes)), c, p, key)
+}
+
+// call runs the script for key under p. It returns the script's reply, or
+// an error that sent the decision to the OnError path.
 func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64) ([]int64, error) {
 	if !s.breaker.allow() {
 		return nil, ErrCircuitOpen
 	}
 	args := make([]string, 0, 5+len(c.args))
-	now := ""
-	if s.clock != nil {
-		now = strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
-	}
-	args = append(args, op, strconv.FormatInt(n, 10), now, strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
+	args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
 	args = append(args, c.args...)
+	want := 2 + 4*len(c.suffixes)
+	if op == "cancel" {
+		want = 2
+	}
+	return s.exec(ctx, c.script, op, s.keys(c, p, key), args, want)
+}
+
+// scriptNow is the script's time argument: Options.Clock's time in µs, or
+// "" for the server's TIME.
+func (s *Store) scriptNow() string {
+	if s.clock == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.clock.Now().UnixMicro(), 10)
+}
+
+// exec runs script within the store's timeout, minding the circuit breaker,
+// and checks that the reply holds want values. The caller has asked the
+// breaker first.
+func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, args []string, want int) ([]int64, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	res, err := c.script.Exec(cctx, s.client, s.keys(c, p, key), args).AsIntSlice()
+	res, err := script.Exec(cctx, s.client, keys, args).AsIntSlice()
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			s.breaker.abandon()
@@ -451,7 +482,7 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 		s.breaker.failure()
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
-	if want := 2 + 4*len(c.suffixes); len(res) != want && (op != "cancel" || len(res) != 2) {
+	if len(res) != want {
 		s.breaker.failure()
 		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(res))
 	}
@@ -459,19 +490,27 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	return res, nil
 }
 
-// decision combines the script's per-limit statuses into a Decision.
+// decision combines the script's per-limit statuses into a Decision: res
+// is its reply for one policy, the time and wait followed by four values per
+// limit.
 func decision(p *sluice.Policy, res []int64) sluice.Decision {
+	return decide(p, res[0], res[2:])
+}
+
+// decide combines the four values per limit of p in st, decided at now µs,
+// into a Decision.
+func decide(p *sluice.Policy, now int64, st []int64) sluice.Decision {
 	const us = int64(time.Microsecond)
 	var sum algo.Status
 	bind := 0
 	for i := range p.Len() {
-		r := res[2+4*i:]
+		r := st[4*i:]
 		st := algo.Status{Allowed: r[0] == 1, Remaining: r[1], RetryAfter: r[2] * us, ResetAfter: r[3] * us}
 		if i == 0 || algo.Binds(sum, st) {
 			sum, bind = st, i
 		}
 	}
-	return sluice.MakeDecision(p, bind, sum, res[0]*us)
+	return sluice.MakeDecision(p, bind, sum, now*us)
 }
 
 // callerDone returns the caller's context error, also when its deadline has
@@ -495,21 +534,26 @@ func (s *Store) degrade(ctx context.Context, p *sluice.Policy, err error, local 
 	if s.onFailure != nil {
 		s.onFailure(err)
 	}
-	now := time.Now()
-	switch s.onError {
-	case Allow:
-		r := p.Rule(0)
-		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}, nil
-	case Deny:
-		retry := time.Second
-		if open, until := s.breaker.state(); open {
-			retry = max(until.Sub(now), time.Millisecond)
-		}
-		return sluice.Decision{Limit: p.Rule(0).Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}, nil
+	if s.onError != Local {
+		return s.failed(p), nil
 	}
 	d, lerr := local(s.fallback)
 	d.Degraded = true
 	return d, lerr
+}
+
+// failed is the answer of OnError Allow or Deny for a request under p.
+func (s *Store) failed(p *sluice.Policy) sluice.Decision {
+	now := time.Now()
+	r := p.Rule(0)
+	if s.onError == Allow {
+		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
+	}
+	retry := time.Second
+	if open, until := s.breaker.state(); open {
+		retry = max(until.Sub(now), time.Millisecond)
+	}
+	return sluice.Decision{Limit: r.Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}
 }
 
 // Take implements sluice.Store.
@@ -535,16 +579,21 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	}
 	d := decision(p, res)
 	if s.deny != nil {
-		// Redis's latest answer replaces whatever the cache held for the
-		// key, so that a denial is never served once Redis has said more.
-		if n == 1 && !d.Allowed && d.RetryAfter > 0 {
-			now := s.localNow()
-			s.deny.put(id, n, denial{until: now + int64(d.RetryAfter), reset: now + int64(d.ResetAfter), limit: d.Limit, index: d.Index})
-		} else {
-			s.deny.forget(id)
-		}
+		s.remember(id, n, d)
 	}
 	return d, nil
+}
+
+// remember updates the cache of denials with Redis's answer d for a request
+// of cost n: Redis's latest answer replaces whatever the cache held for the
+// key, so that a denial is never served once Redis has said more.
+func (s *Store) remember(id [2]uint64, n int64, d sluice.Decision) {
+	if n == 1 && !d.Allowed && d.RetryAfter > 0 {
+		now := s.localNow()
+		s.deny.put(id, n, denial{until: now + int64(d.RetryAfter), reset: now + int64(d.ResetAfter), limit: d.Limit, index: d.Index})
+	} else {
+		s.deny.forget(id)
+	}
 }
 
 // localNow is the time the cache of denials runs on: Options.Clock when set,

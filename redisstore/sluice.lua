@@ -7,12 +7,15 @@
 --
 -- KEYS: two per limit: the state key, and an auxiliary key used by
 --       sliding_log (both carry the same hash tag, so they share a slot).
--- ARGV: op ("take", "peek", "reserve", "cancel"), cost n, now in µs ("" to use
---       the server's TIME), maxWait (reserve) or due time (cancel) in µs,
---       the number of limits, then per limit: algorithm (1 token_bucket,
---       2 gcra, 3 fixed_window, 4 sliding_window, 5 sliding_log), count,
---       period in µs, burst, the reduced rate l/p (l units per p µs), and 1
---       if the rule needs big-number arithmetic, else 0.
+-- ARGV: op ("take", "peek", "reserve", "cancel", "batch"), cost n, now in
+--       µs ("" to use the server's TIME), maxWait (reserve) or due time
+--       (cancel) in µs, the number of limits, then per limit: algorithm
+--       (1 token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window,
+--       5 sliding_log), count, period in µs, burst, the reduced rate l/p
+--       (l units per p µs), and 1 if the rule needs big-number arithmetic,
+--       else 0. "batch" is "take" for limits of several policies and keys
+--       at once, each with its own cost: the limits' arguments are followed
+--       by one cost per limit, and n is ignored.
 -- Returns {now, wait, then per limit: allowed, remaining, retry, reset}.
 
 -- Exact integer arithmetic. Lua's numbers are doubles, exact only below
@@ -395,14 +398,18 @@ else
   now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 local arg = tonumber(ARGV[4])
+local nl = tonumber(ARGV[5])
 local rules = {}
-for i = 1, tonumber(ARGV[5]) do
+for i = 1, nl do
   local b = 5 + (i - 1) * 7
   local r = {
     alg = tonumber(ARGV[b + 1]), count = tonumber(ARGV[b + 2]), period = tonumber(ARGV[b + 3]),
     burst = tonumber(ARGV[b + 4]), l = tonumber(ARGV[b + 5]), p = tonumber(ARGV[b + 6]),
-    set = plain, key = KEYS[2 * i - 1], aux = KEYS[2 * i],
+    set = plain, key = KEYS[2 * i - 1], aux = KEYS[2 * i], n = n,
   }
+  -- A batch (several policies and keys decided together) gives each limit
+  -- its own cost, in the arguments after the limits'.
+  if op == 'batch' then r.n = tonumber(ARGV[5 + nl * 7 + i]) end
   if ARGV[b + 7] == '1' then r.set = wide end
   use(r.set)
   r.cap = mul(r.burst, r.p)
@@ -431,8 +438,11 @@ for _, r in ipairs(rules) do
   if r.alg == LOG then r.log = loadLog(r, now) else r.st = loadState(r) end
 end
 
-local at, wait, commit = now, 0, op == 'take'
-if op == 'peek' then n = 0 end
+local at, wait, commit = now, 0, op == 'take' or op == 'batch'
+if op == 'peek' then
+  n = 0
+  for _, r in ipairs(rules) do r.n = 0 end
+end
 if op == 'reserve' then
   for _, r in ipairs(rules) do
     use(r.set)
@@ -447,7 +457,7 @@ local out = {now, wait}
 local all = true
 for i, r in ipairs(rules) do
   use(r.set)
-  local s, next = eval(r, at, n)
+  local s, next = eval(r, at, r.n)
   r.status, r.next = s, next
   all = all and s[1]
   local j = 2 + (i - 1) * 4
@@ -460,7 +470,7 @@ if all and commit and n > 0 then
   for _, r in ipairs(rules) do
     local reset = at - now + r.status[4]
     if r.alg == LOG then
-      recordLog(r, r.log, at, n, reset)
+      recordLog(r, r.log, at, r.n, reset)
     else
       saveState(r, r.next, reset)
     end

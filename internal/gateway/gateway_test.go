@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -391,5 +392,53 @@ func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 	}
 	if got := metric(t, a.admin, `sluice_store_errors_total{backend="redis"}`); got == "" || got == "0" {
 		t.Errorf("store errors: got %q, want some", got)
+	}
+}
+
+// Two gateways on one Redis decide every request's rules together: a
+// request that one rule rejects is charged to none, even while other
+// requests race it through the other gateway. 40 users, 3 requests each, at
+// most 2 per user and 30 in all on a shared API key: exactly 30 pass, and
+// afterwards every user has exactly the per-user quota its admitted requests
+// left.
+func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
+	srv := redistest.Start(t)
+	opts := func() gateway.Options {
+		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+			{Name: "per-user", Key: []httplimit.KeyPart{httplimit.Header("X-User")}, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
+			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 30, Period: time.Hour}},
+		}}}
+	}
+	a, b := start(t, opts()), start(t, opts())
+	var admitted [40]int
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 15 {
+				u := g*5 + i%5
+				url := a.url
+				if i%2 == 1 {
+					url = b.url
+				}
+				r := get(t, "GET", url+"/", map[string]string{"X-User": fmt.Sprint("user-", u), "X-API-Key": "shared"})
+				if r.StatusCode == 200 {
+					admitted[u]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	total := 0
+	for _, n := range admitted {
+		total += n
+	}
+	if total != 30 {
+		t.Fatalf("admitted %d requests, want exactly the shared key's 30", total)
+	}
+	for u, n := range admitted {
+		r := get(t, "GET", a.url+"/", map[string]string{"X-User": fmt.Sprint("user-", u), "X-API-Key": fmt.Sprint("own-", u)})
+		if want := n < 2; (r.StatusCode == 200) != want {
+			t.Errorf("user-%d, %d admitted before: a request on its own key got %d, want admitted=%v", u, n, r.StatusCode, want)
+		}
 	}
 }

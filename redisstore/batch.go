@@ -1,0 +1,125 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/sluicehq/sluice"
+)
+
+// TakeAll decides a batch of requests atomically, as sluice.TakeAll
+// describes: every limit of every request is evaluated and charged, or none
+// is, in one call of the script, so one network round trip. The requests
+// must be for distinct (policy, key) pairs, as sluice.CheckBatch checks.
+//
+// The keys of different requests lie in different Redis Cluster slots, so
+// on a Redis Cluster a batch of more than one request cannot be decided in
+// one script: TakeAll then returns an error matching errors.ErrUnsupported,
+// and sluice.TakeAll falls back to checking every request before charging
+// any. A single server and a Sentinel-managed master decide every batch
+// atomically.
+//
+// A request of cost 1 whose key Redis has just denied is answered from the
+// local cache of denials (Options.DenyCache): the batch is then denied
+// without calling Redis, and the other requests are left undecided, as zero
+// Decisions.
+//
+// When Redis fails, the batch follows OnError: Local decides it atomically
+// on the fallback store (when that store can), Allow admits it, Deny denies
+// it; every Decision then has Degraded set.
+func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
+	if len(out) < len(reqs) {
+		return false, fmt.Errorf("redisstore: TakeAll: %d requests but room for %d decisions", len(reqs), len(out))
+	}
+	var cs [8]*compiled
+	comp := cs[:0]
+	limits, script := 0, plainScript
+	if err := sluice.CheckBatch(reqs); err != nil {
+		return false, err
+	}
+	if len(reqs) > 1 && s.client.Mode() == rueidis.ClientModeCluster {
+		return false, fmt.Errorf("redisstore: TakeAll of %d keys on a Redis Cluster: %w", len(reqs), errors.ErrUnsupported)
+	}
+	for _, r := range reqs {
+		c := s.compile(r.Policy)
+		if c.err != nil {
+			return false, c.err
+		}
+		comp = append(comp, c)
+		limits += len(c.suffixes)
+		if c.script == wideScript {
+			script = wideScript
+		}
+	}
+	clear(out[:len(reqs)])
+	if s.deny != nil {
+		now := s.localNow()
+		for i, r := range reqs {
+			if r.N != 1 {
+				continue
+			}
+			if d, ok := s.deny.get(s.deny.id(comp[i].slots, r.Key), now, 1); ok {
+				out[i] = s.cached(d)
+				return false, nil
+			}
+		}
+	}
+	if !s.breaker.allow() {
+		return s.degradeAll(ctx, reqs, out, ErrCircuitOpen)
+	}
+
+	keys := make([]string, 0, 2*limits)
+	args := make([]string, 0, 5+8*limits)
+	args = append(args, "batch", "1", s.scriptNow(), "0", strconv.Itoa(limits))
+	for i, r := range reqs {
+		keys = s.appendKeys(keys, comp[i], r.Policy, r.Key)
+		args = append(args, comp[i].args...)
+	}
+	for i, r := range reqs {
+		n := strconv.FormatInt(r.N, 10)
+		for range comp[i].suffixes {
+			args = append(args, n)
+		}
+	}
+	res, err := s.exec(ctx, script, "batch", keys, args, 2+4*limits)
+	if err != nil {
+		return s.degradeAll(ctx, reqs, out, err)
+	}
+	ok, st := true, res[2:]
+	for i, r := range reqs {
+		nl := len(comp[i].suffixes)
+		d := decide(r.Policy, res[0], st[:4*nl])
+		st = st[4*nl:]
+		out[i] = d
+		ok = ok && d.Allowed
+		if s.deny != nil {
+			s.remember(s.deny.id(comp[i].slots, r.Key), r.N, d)
+		}
+	}
+	return ok, nil
+}
+
+// degradeAll answers a batch per OnError after Redis failed with err.
+func (s *Store) degradeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, err error) (bool, error) {
+	if cerr := callerDone(ctx); cerr != nil {
+		return false, cerr
+	}
+	if s.onFailure != nil {
+		s.onFailure(err)
+	}
+	if s.onError == Local {
+		ok, lerr := sluice.TakeAll(ctx, s.fallback, reqs, out)
+		for i := range reqs {
+			out[i].Degraded = true
+		}
+		return ok, lerr
+	}
+	for i, r := range reqs {
+		out[i] = s.failed(r.Policy)
+	}
+	return s.onError == Allow, nil
+}
