@@ -1,6 +1,7 @@
 // Command gateway serves the two baselines of the gateway benchmark: the
 // upstream alone (-role upstream) and a plain httputil.ReverseProxy in front
-// of it (-role proxy -upstream URL), tuned as the sluice gateway's proxy is.
+// of it (-role proxy -upstream URL): the very proxy the sluice gateway runs,
+// with no rate limiting in front.
 // run.sh starts them beside `sluice serve` and drives all with wrk; see
 // BENCHMARKS.md.
 package main
@@ -9,11 +10,11 @@ import (
 	"flag"
 	"io"
 	"log"
-	"net"
+	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
-	"time"
+
+	"github.com/sluicehq/sluice/internal/gateway"
 )
 
 func main() {
@@ -35,15 +36,9 @@ func main() {
 		if err != nil || u.Host == "" {
 			log.Fatalf("-upstream %q: want a URL", *upstream)
 		}
-		h = &httputil.ReverseProxy{
-			Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() },
-			Transport: &http.Transport{
-				DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				MaxIdleConns:        1024,
-				MaxIdleConnsPerHost: 256,
-				IdleConnTimeout:     90 * time.Second,
-			},
-		}
+		// The gateway's own proxy (an httputil.ReverseProxy with its
+		// transport and buffer pool), without the rate limiting around it.
+		h = gateway.Proxy(u, slog.New(slog.DiscardHandler))
 	default:
 		log.Fatalf("-role %q: want upstream or proxy", *role)
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -49,7 +50,9 @@ func Echo() http.Handler {
 
 // Proxy returns a reverse proxy to target that appends the client's address
 // to X-Forwarded-For and answers 502 with a problem document when the
-// upstream cannot be reached.
+// upstream cannot be reached. It copies response bodies through pooled
+// buffers: without them every response allocates 32 KiB, and the garbage
+// collector of a small gateway process runs hundreds of times a second.
 func Proxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 	transport := &http.Transport{
 		Proxy: nil, // never route upstream traffic through an environment proxy
@@ -69,7 +72,8 @@ func Proxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 			pr.SetURL(target)
 			pr.SetXForwarded()
 		},
-		Transport: transport,
+		Transport:  transport,
+		BufferPool: bufferPool{},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			if errors.Is(err, r.Context().Err()) {
 				return // the client went away
@@ -81,5 +85,20 @@ func Proxy(target *url.URL, log *slog.Logger) *httputil.ReverseProxy {
 			w.WriteHeader(http.StatusBadGateway)
 			_, _ = io.WriteString(w, body)
 		},
+	}
+}
+
+// copyBuffers holds the proxy's 32 KiB body-copying buffers.
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// bufferPool is an httputil.BufferPool over copyBuffers.
+type bufferPool struct{}
+
+func (bufferPool) Get() []byte { return *copyBuffers.Get().(*[]byte) }
+
+func (bufferPool) Put(b []byte) {
+	if cap(b) >= 32<<10 {
+		b = b[:32<<10]
+		copyBuffers.Put(&b)
 	}
 }
