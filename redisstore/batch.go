@@ -41,7 +41,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if err := sluice.CheckBatch(reqs); err != nil {
 		return false, err
 	}
-	if len(reqs) > 1 && s.client.Mode() == rueidis.ClientModeCluster {
+	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
 		return false, fmt.Errorf("redisstore: TakeAll of %d keys on a Redis Cluster: %w", len(reqs), errors.ErrUnsupported)
 	}
 	for _, r := range reqs {

@@ -65,6 +65,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -134,6 +135,9 @@ var (
 	// ErrCircuitOpen is reported to Options.OnFailure for decisions that
 	// took the fallback path because the breaker was open.
 	ErrCircuitOpen = errors.New("redisstore: circuit breaker open")
+	// ErrNotConnected reports a decision made while a store built with
+	// Options.ConnectLater has not yet reached Redis.
+	ErrNotConnected = errors.New("redisstore: not connected to Redis yet")
 )
 
 // Clock tells the store the time when Options.Clock is set.
@@ -204,12 +208,20 @@ type Options struct {
 	// to the OnError path. It must be fast and safe for concurrent use; use
 	// it for logs and metrics.
 	OnFailure func(error)
+	// ConnectLater makes New succeed while Redis is unreachable instead of
+	// failing, so that a process can start during a Redis outage: the
+	// store keeps connecting in the background (after 100ms, backing off
+	// to every 5s) and decides per OnError until it succeeds, with
+	// ErrNotConnected. Options that can never work (a malformed URL, no
+	// address) still fail New. Ignored with Client.
+	ConnectLater bool
 }
 
 // Store is the Redis store. Build one with New.
 type Store struct {
-	client    rueidis.Client
+	conn      atomic.Pointer[clientBox] // nil until connected
 	ownClient bool
+	connector *connector // with ConnectLater, until connected
 	prefix    string
 	timeout   time.Duration
 	onError   Failure
@@ -226,10 +238,10 @@ type Store struct {
 
 var _ sluice.Store = (*Store)(nil)
 
-// New returns a store. It fails if it cannot build a client or reach Redis.
+// New returns a store. It fails if it cannot build a client or, unless
+// Options.ConnectLater is set, reach Redis.
 func New(opts Options) (*Store, error) {
 	s := &Store{
-		client:    opts.Client,
 		prefix:    opts.Prefix,
 		timeout:   opts.Timeout,
 		onError:   opts.OnError,
@@ -262,12 +274,24 @@ func New(opts Options) (*Store, error) {
 	case opts.DenyCache > 0:
 		s.deny = newDenyCache(opts.DenyCache)
 	}
-	if s.client == nil {
-		c, err := newClient(opts)
+	switch {
+	case opts.Client != nil:
+		s.conn.Store(&clientBox{opts.Client})
+	default:
+		co, err := clientOption(opts)
 		if err != nil {
 			return nil, err
 		}
-		s.client, s.ownClient = c, true
+		s.ownClient = true
+		c, err := rueidis.NewClient(co)
+		switch {
+		case err == nil:
+			s.conn.Store(&clientBox{c})
+		case opts.ConnectLater:
+			s.connector = connectLater(s, co, err)
+		default:
+			return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(co.InitAddress, ","), err)
+		}
 	}
 	if s.onError == Local && s.fallback == nil {
 		s.ownFall = memstore.New(memstore.Options{})
@@ -276,19 +300,20 @@ func New(opts Options) (*Store, error) {
 	return s, nil
 }
 
-func newClient(opts Options) (rueidis.Client, error) {
+// clientOption maps opts onto rueidis's options.
+func clientOption(opts Options) (rueidis.ClientOption, error) {
 	var co rueidis.ClientOption
 	if opts.URL != "" {
 		var err error
 		if co, err = rueidis.ParseURL(opts.URL); err != nil {
-			return nil, fmt.Errorf("redisstore: url: %w", err)
+			return co, fmt.Errorf("redisstore: url: %w", err)
 		}
 	}
 	if len(opts.Addrs) > 0 {
 		co.InitAddress = opts.Addrs
 	}
 	if len(co.InitAddress) == 0 {
-		return nil, errors.New("redisstore: no Redis address: set Options.URL, Options.Addrs or Options.Client")
+		return co, errors.New("redisstore: no Redis address: set Options.URL, Options.Addrs or Options.Client")
 	}
 	if opts.MasterSet != "" {
 		co.Sentinel.MasterSet = opts.MasterSet
@@ -315,17 +340,17 @@ func newClient(opts Options) (rueidis.Client, error) {
 		conns = 2
 	}
 	co.PipelineMultiplex = bits.Len(uint(conns)) - 1 // 2^PipelineMultiplex connections
-	c, err := rueidis.NewClient(co)
-	if err != nil {
-		return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(co.InitAddress, ","), err)
-	}
-	return c, nil
+	return co, nil
 }
 
-// Close releases the client and the fallback store the store built itself.
+// Close releases the client and the fallback store the store built itself,
+// and stops connecting in the background.
 func (s *Store) Close() error {
-	if s.ownClient {
-		s.client.Close()
+	if s.connector != nil {
+		s.connector.stop()
+	}
+	if c := s.client(); c != nil && s.ownClient {
+		c.Close()
 	}
 	if s.ownFall != nil {
 		s.ownFall.Close()
@@ -333,11 +358,12 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// Degraded reports whether the circuit breaker is open: decisions are
-// taking the OnError path without calling Redis.
+// Degraded reports whether decisions are taking the OnError path without
+// calling Redis: the circuit breaker is open, or (with ConnectLater) the
+// store has not connected yet.
 func (s *Store) Degraded() bool {
 	open, _ := s.breaker.state()
-	return open
+	return open || s.client() == nil
 }
 
 // compiled is what the store precomputes for a policy.
@@ -471,9 +497,14 @@ func (s *Store) scriptNow() string {
 // and checks that the reply holds want values. The caller has asked the
 // breaker first.
 func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, args []string, want int) ([]int64, error) {
+	client := s.client()
+	if client == nil {
+		s.breaker.abandon()
+		return nil, s.connector.err()
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	res, err := script.Exec(cctx, s.client, keys, args).AsIntSlice()
+	res, err := script.Exec(cctx, client, keys, args).AsIntSlice()
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			s.breaker.abandon()
@@ -697,10 +728,14 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 			return err
 		}
 	}
+	client := s.client()
+	if client == nil {
+		return fmt.Errorf("redisstore: reset: %w", s.connector.err())
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	keys := s.keys(c, p, key)
-	if err := s.client.Do(cctx, s.client.B().Del().Key(keys...).Build()).Error(); err != nil {
+	if err := client.Do(cctx, client.B().Del().Key(keys...).Build()).Error(); err != nil {
 		return fmt.Errorf("redisstore: reset: %w", err)
 	}
 	return nil

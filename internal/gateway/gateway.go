@@ -174,10 +174,18 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 				userHook(err)
 			}
 		}
+		// A gateway starts during a Redis outage and decides per on_error
+		// until Redis answers: refusing to start would turn the outage of
+		// Redis into an outage of every API behind a restarted gateway.
+		ro.ConnectLater = true
 		s, err := redisstore.New(ro)
 		if err != nil {
 			local.Close()
 			return fmt.Errorf("gateway: %w", err)
+		}
+		if s.Degraded() {
+			g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis unreachable at start; deciding per on_error until it answers",
+				slog.String("on_error", ro.OnError.String()), slog.Any("error", s.Ping(context.Background())))
 		}
 		g.store = s
 		g.closer = func() error { return errors.Join(s.Close(), local.Close()) }

@@ -442,3 +442,40 @@ func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A gateway starts while Redis is down: it limits from memory (on_error
+// local), says so in its log and /readyz, and moves to Redis by itself once
+// Redis is up.
+func TestGatewayStartsWithRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop()
+	g := start(t, gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
+	}}})
+	if !strings.Contains(g.logs.String(), "Redis unreachable at start") {
+		t.Errorf("log: want a warning that Redis is unreachable, got %s", g.logs.String())
+	}
+	for i, want := range []int{200, 200, 429} {
+		if r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": "k"}); r.StatusCode != want {
+			t.Errorf("request %d with Redis down: status %d, want %d (the local fallback's limit)", i, r.StatusCode, want)
+		}
+	}
+	if r := get(t, "GET", g.admin+"/readyz", nil); r.StatusCode != 503 {
+		t.Errorf("readyz with Redis down: status %d, want 503", r.StatusCode)
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for get(t, "GET", g.admin+"/readyz", nil).StatusCode != 200 {
+		if time.Now().After(deadline) {
+			t.Fatal("readyz still failing 10s after Redis came up")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Redis holds its own count, so the key starts afresh there.
+	if r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": "k"}); r.StatusCode != 200 {
+		t.Errorf("request with Redis up: status %d, want 200", r.StatusCode)
+	}
+	if got := metric(t, g.admin, `sluice_store_degraded`); got != "0" {
+		t.Errorf("sluice_store_degraded with Redis up: %q, want 0", got)
+	}
+}
