@@ -168,8 +168,14 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 			ro.Fallback = local
 		}
 		userHook := ro.OnFailure
+		failLog := &logLimit{per: 1} // one line a second: a dead Redis fails every decision
+		onError := ro.OnError.String()
 		ro.OnFailure = func(err error) {
 			m.storeErrors.WithLabelValues("redis").Inc()
+			if failLog.allow(time.Now()) {
+				g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis failed; deciding per on_error",
+					slog.String("on_error", onError), slog.Any("error", err))
+			}
 			if userHook != nil {
 				userHook(err)
 			}

@@ -387,6 +387,9 @@ func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 	if r := get(t, "GET", a.admin+"/readyz", nil); r.StatusCode != 503 {
 		t.Errorf("readyz with Redis down: status %d, want 503", r.StatusCode)
 	}
+	if !strings.Contains(a.logs.String(), "Redis failed; deciding per on_error") {
+		t.Errorf("log with Redis down: want a warning that Redis failed, got %s", a.logs.String())
+	}
 	if got := metric(t, a.admin, `sluice_degraded_decisions_total{rule="per-key"}`); got != "3" {
 		t.Errorf("degraded decisions: got %q, want 3", got)
 	}
