@@ -196,3 +196,18 @@ func TestCloseIsIdempotent(t *testing.T) {
 		}
 	}
 }
+
+// One Sweep covers a shard's whole table (up to its per-pass bound),
+// however many entries it removes on the way: removing an entry shifts the
+// next one into its slot, and that must not use up the pass.
+func TestSweepCoversTableInOnePass(t *testing.T) {
+	s, clk := newStore(t, memstore.Options{Shards: 1})
+	l := newLimiter(t, s, lim(sluice.GCRA, 1, time.Second))
+	for i := range 1000 {
+		allow(t, l, fmt.Sprint(i))
+	}
+	clk.Advance(2 * time.Second)
+	if removed := s.Sweep(); removed != 1000 || s.Len() != 0 {
+		t.Errorf("one Sweep after every key expired: removed %d, %d left; want 1000 removed, none left", removed, s.Len())
+	}
+}

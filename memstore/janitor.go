@@ -45,14 +45,17 @@ func (sh *shard) sweep(now uint32) int {
 	t := &sh.tab
 	mask := uint64(len(t.slots) - 1)
 	i := sh.cursor & mask
-	for range min(sweepSlots, len(t.slots)) {
+	for n := min(sweepSlots, len(t.slots)); n > 0; {
 		if e := &t.slots[i]; e.id.a != 0 && e.exp <= now {
-			// remove shifts a later entry into i: look at i again.
+			// remove shifts a later entry into i: look at i again, without
+			// counting it as another slot, so that a pass covers its whole
+			// stretch however many entries it removes.
 			t.remove(i)
 			removed++
 			continue
 		}
 		i = (i + 1) & mask
+		n--
 	}
 	sh.cursor = i
 	looked := 0
