@@ -52,6 +52,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 		for i, r := range reqs {
 			b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, true)
 			out[i] = sluice.MakeDecision(r.Policy, b, st, now)
+			h[i].sh.hint.forget(r.Policy, h[i].k0, h[i].k1)
 		}
 	}
 	for _, i := range shards {

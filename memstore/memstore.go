@@ -83,14 +83,22 @@ type Store struct {
 var _ sluice.Store = (*Store)(nil)
 
 type shard struct {
-	mu     sync.Mutex
-	tab    table           // state of every limit but sliding_log
-	logs   map[id]*logCell // sliding_log state
-	max    int             // entry cap
-	ticks  uint32          // logical clock of accesses, for recency
-	peak   int             // most sliding_log entries since the last shrink
-	cursor uint64          // the janitor's position in tab
-	_      [64]byte
+	mu sync.Mutex
+	// recent are the first hashes of the keys of the last denials, for
+	// deny: in the lock's cache line, which every decision writes anyway.
+	recent     [recentDenials]uint64
+	nextRecent uint32
+	ticks      uint32          // logical clock of accesses, for recency
+	tab        table           // state of every limit but sliding_log
+	logs       map[id]*logCell // sliding_log state
+	max        int             // entry cap
+	peak       int             // most sliding_log entries since the last shrink
+	cursor     uint64          // the janitor's position in tab
+	// hint has cache lines of its own: it is read without the lock, and
+	// the lock's writes must not evict it from the readers' caches.
+	_    [64]byte
+	hint denyHint
+	_    [64]byte
 }
 
 type logCell struct {
@@ -207,8 +215,19 @@ func (s *Store) Len() int {
 func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
 	now := s.now()
 	k0, k1, sh := s.hash(key)
+	if n == 1 {
+		if i, st, ok := sh.hint.get(p, k0, k1, now); ok {
+			return sluice.MakeDecision(p, i, st, now), nil
+		}
+	}
 	sh.mu.Lock()
 	i, st := sh.decide(s, p, k0, k1, now, now, n, true)
+	switch {
+	case st.Allowed:
+		sh.hint.forget(p, k0, k1)
+	case n == 1 && st.RetryAfter > 0:
+		sh.deny(p, k0, k1, now, i, st)
+	}
 	sh.mu.Unlock()
 	return sluice.MakeDecision(p, i, st, now), nil
 }
@@ -229,6 +248,7 @@ func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.hint.clear()
 	var wait int64
 	for i := range p.Len() {
 		wait = max(wait, p.Rule(i).Wait(sh.state(entryID(k0, k1, p.Slot(i))), now, n))
@@ -254,6 +274,7 @@ func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64,
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.hint.clear()
 	for i := range p.Len() {
 		j, ok := sh.tab.lookup(entryID(k0, k1, p.Slot(i)))
 		if !ok {
@@ -275,6 +296,7 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	sh.hint.clear()
 	for i := range p.Len() {
 		k := entryID(k0, k1, p.Slot(i))
 		if j, ok := sh.tab.lookup(k); ok {
@@ -418,7 +440,15 @@ func (sh *shard) makeRoom(keep []id, c clocks) {
 	if sh.len() < sh.max {
 		return
 	}
-	idx, age, expired, ok := sh.tab.candidate(keep, c)
+	var buf [2 * sluice.MaxLimits]id
+	spared := sh.hint.spare(keep, &buf)
+	idx, age, expired, ok := sh.tab.candidate(spared, c)
+	if !ok && len(sh.logs) == 0 {
+		// Only the hinted key is left to evict: the cap comes first.
+		spared = keep
+		idx, age, expired, ok = sh.tab.candidate(keep, c)
+	}
+	keep = spared
 	if expired {
 		sh.tab.remove(idx)
 		return
