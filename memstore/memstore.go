@@ -20,6 +20,11 @@
 // random API keys) cannot exhaust memory, and a key in active use, such as a
 // client being denied, outlives the flood's keys.
 //
+// A key denied a request of cost 1 is remembered by its shard until its
+// retry time: while it keeps asking (one client hammering past its limit),
+// the store answers it without the shard's lock, so its requests neither
+// contend on several cores nor slow the shard's other keys.
+//
 // A Store is safe for concurrent use. Its decisions are atomic per key: all
 // limits of a policy are checked and charged under one lock.
 package memstore
