@@ -14,7 +14,9 @@ const maxBatch = 16
 // describes: every shard the batch touches is locked (in ascending order, so
 // that concurrent batches cannot deadlock), every request is evaluated, and
 // all are charged only if all are admitted. The requests must be for
-// distinct (policy, key) pairs, as sluice.CheckBatch checks.
+// distinct (policy, key) pairs, as sluice.CheckBatch checks. A request of
+// cost 1 whose key its shard has just denied (see Take) denies the batch
+// without taking any lock; the other requests' Decisions are then zero.
 func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
 	type hashed struct {
 		k0, k1 uint64
@@ -39,6 +41,17 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	}
 	slices.Sort(shards)
 	now := s.now()
+	// A request its shard's hint denies denies the batch without a lock;
+	// the other requests are left undecided.
+	for i, r := range reqs {
+		if r.N == 1 && h[i].sh.hint.policy.Load() == r.Policy {
+			if b, st, hit := h[i].sh.hint.get(r.Policy, h[i].k0, h[i].k1, now); hit {
+				clear(out[:len(reqs)])
+				out[i] = sluice.MakeDecision(r.Policy, b, st, now)
+				return false, nil
+			}
+		}
+	}
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
@@ -47,6 +60,9 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 		b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, false)
 		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
 		ok = ok && st.Allowed
+		if r.N == 1 && !st.Allowed && st.RetryAfter > 0 {
+			h[i].sh.deny(r.Policy, h[i].k0, h[i].k1, now, b, st)
+		}
 	}
 	if ok {
 		for i, r := range reqs {

@@ -100,3 +100,44 @@ func TestDenyHintCleared(t *testing.T) {
 		})
 	}
 }
+
+// A batch holding a request that its shard has just denied is denied
+// without taking any lock, the other requests left undecided; once the
+// denial runs out, the batch is decided and charged as usual.
+func TestDenyHintDeniesBatchWithoutLocks(t *testing.T) {
+	ctx := context.Background()
+	s, clk := testStore(t, Options{Shards: 1})
+	tight := testPolicy(t, sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1, Period: time.Minute})
+	loose := testPolicy(t, sluice.Limit{Algorithm: sluice.FixedWindow, Count: 100, Period: time.Minute})
+	reqs := []sluice.Request{{Policy: loose, Key: "ip", N: 1}, {Policy: tight, Key: "user", N: 1}}
+	out := make([]sluice.Decision, 2)
+	for i, want := range []bool{true, false} {
+		if ok, err := s.TakeAll(ctx, reqs, out); err != nil || ok != want {
+			t.Fatalf("batch %d: %v %v, want %v", i, ok, err, want)
+		}
+	}
+	sh := &s.shards[0]
+	sh.mu.Lock()
+	done := make(chan bool)
+	go func() {
+		ok, _ := s.TakeAll(ctx, reqs, out)
+		done <- ok
+	}()
+	select {
+	case ok := <-done:
+		sh.mu.Unlock()
+		if ok || out[1].Allowed || out[1].RetryAfter != time.Minute || !out[0].Time.IsZero() {
+			t.Errorf("hinted batch: %v %+v, want denied by tight for 1m, loose undecided", ok, out)
+		}
+	case <-time.After(10 * time.Second):
+		sh.mu.Unlock()
+		t.Fatal("a batch with a hinted denial waited for the shard's lock")
+	}
+	clk.Advance(time.Minute)
+	if ok, _ := s.TakeAll(ctx, reqs, out); !ok {
+		t.Errorf("after the window: %+v, want admitted", out)
+	}
+	if d, _ := s.Peek(ctx, loose, "ip"); d.Remaining != 99 {
+		t.Errorf("loose: %d remaining, want 99 (charged by the admitted batch of this window only)", d.Remaining)
+	}
+}
