@@ -103,3 +103,34 @@ func ExampleLimiter_Reserve() {
 	// request 5: ok=false wait=0s
 	// after a cancel: ok=true wait=750ms
 }
+
+// TakeAll decides the limits of several keys together, as a request that is
+// limited per client address AND per API key: it is charged to both or, if
+// either denies it, to neither.
+func ExampleTakeAll() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Clock: clk})
+	defer store.Close()
+
+	perIP, _ := sluice.NewPolicy("per-ip", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 3, Period: time.Minute})
+	perKey, _ := sluice.NewPolicy("per-key", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Minute})
+	ctx := context.Background()
+	out := make([]sluice.Decision, 2)
+	for _, apiKey := range []string{"key-a", "key-a", "key-a", "key-b", "key-b"} {
+		ok, err := sluice.TakeAll(ctx, store, []sluice.Request{
+			{Policy: perIP, Key: "203.0.113.7", N: 1},
+			{Policy: perKey, Key: apiKey, N: 1},
+		}, out)
+		if err != nil {
+			panic(err)
+		}
+		ip, _ := store.Peek(ctx, perIP, "203.0.113.7")
+		fmt.Printf("%s: admitted=%v, the address has %d left\n", apiKey, ok, ip.Remaining)
+	}
+	// Output:
+	// key-a: admitted=true, the address has 2 left
+	// key-a: admitted=true, the address has 1 left
+	// key-a: admitted=false, the address has 1 left
+	// key-b: admitted=true, the address has 0 left
+	// key-b: admitted=false, the address has 0 left
+}
