@@ -96,7 +96,7 @@ func TestTakeAllRedisDown(t *testing.T) {
 			srv := redistest.Start(t)
 			var fails failures
 			store := open(t, redisstore.Options{
-				URL: "redis://" + srv.Addr, Timeout: 100 * time.Millisecond, OnError: onError,
+				URL: srv.URL(), Timeout: 100 * time.Millisecond, OnError: onError,
 				BreakerThreshold: 1000, OnFailure: fails.record,
 			})
 			p, q := policy(t, "tight", tight), policy(t, "loose", loose)

@@ -19,7 +19,7 @@ import (
 func TestConnectLater(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
-	url := "redis://" + srv.Addr
+	url := srv.URL()
 	if s, err := redisstore.New(redisstore.Options{URL: url}); err == nil {
 		s.Close()
 		t.Fatalf("New with Redis down: got a store, want an error")
@@ -61,7 +61,7 @@ func TestConnectLaterClose(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
 	before := runtime.NumGoroutine()
-	s, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, ConnectLater: true})
+	s, err := redisstore.New(redisstore.Options{URL: srv.URL(), ConnectLater: true})
 	if err != nil {
 		t.Fatal(err)
 	}

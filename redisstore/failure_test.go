@@ -82,7 +82,7 @@ func TestFailurePolicies(t *testing.T) {
 				srv := redistest.Start(t)
 				var fails failures
 				store := open(t, redisstore.Options{
-					URL: "redis://" + srv.Addr, Timeout: timeout, OnError: c.onError,
+					URL: srv.URL(), Timeout: timeout, OnError: c.onError,
 					// Every decision goes to Redis: the breaker is tested on its own.
 					BreakerThreshold: 1000,
 					OnFailure:        fails.record,
@@ -140,7 +140,7 @@ func TestFailurePolicies(t *testing.T) {
 func TestScriptFlushed(t *testing.T) {
 	srv := redistest.Start(t)
 	var fails failures
-	store := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: slow, OnFailure: fails.record})
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: slow, OnFailure: fails.record})
 	lim := limiter(t, store, "flush", sluice.Limit{Algorithm: sluice.GCRA, Count: 3, Period: time.Hour})
 	for i := range 5 {
 		srv.Do(t, "SCRIPT", "FLUSH")
@@ -160,7 +160,7 @@ func TestScriptFlushed(t *testing.T) {
 // and 10 units remain once Redis has run what it had queued.
 func TestTimedOutDecisionChargedAtMostOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	store := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 100 * time.Millisecond, OnError: redisstore.Deny, BreakerThreshold: 1000})
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: 100 * time.Millisecond, OnError: redisstore.Deny, BreakerThreshold: 1000})
 	lim := limiter(t, store, "late", sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Hour})
 	allow(t, lim, "warm-up")
 	srv.Pause(t)
@@ -202,7 +202,7 @@ func TestTimedOutDecisionChargedAtMostOnce(t *testing.T) {
 func TestCallerContextEnds(t *testing.T) {
 	srv := redistest.Start(t)
 	var fails failures
-	store := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, BreakerThreshold: 3, OnFailure: fails.record})
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second, BreakerThreshold: 3, OnFailure: fails.record})
 	lim := limiter(t, store, "ctx", sluice.Limit{Algorithm: sluice.GCRA, Count: 3, Period: time.Hour})
 	allow(t, lim, "warm-up")
 	srv.Pause(t)
@@ -239,7 +239,7 @@ func TestCircuitBreaker(t *testing.T) {
 	const timeout = 400 * time.Millisecond
 	var fails failures
 	store := open(t, redisstore.Options{
-		URL: "redis://" + srv.Addr, Timeout: timeout,
+		URL: srv.URL(), Timeout: timeout,
 		BreakerThreshold: 3, BreakerCooldown: 50 * time.Millisecond,
 		OnFailure: fails.record,
 	})
@@ -351,7 +351,7 @@ func TestBreakerRecoversAfterCancelledProbe(t *testing.T) {
 	srv := redistest.Start(t)
 	const cooldown = 20 * time.Millisecond
 	store := open(t, redisstore.Options{
-		URL: "redis://" + srv.Addr, Timeout: time.Second,
+		URL: srv.URL(), Timeout: time.Second,
 		BreakerThreshold: 1, BreakerCooldown: cooldown,
 	})
 	lim := limiter(t, store, "probe", sluice.Limit{Algorithm: sluice.GCRA, Count: 100, Period: time.Second})
@@ -391,7 +391,7 @@ func TestRestartUnderLoad(t *testing.T) {
 	var lims []*sluice.Limiter
 	for range 2 {
 		s, err := redisstore.New(redisstore.Options{
-			URL: "redis://" + srv.Addr, Timeout: time.Second,
+			URL: srv.URL(), Timeout: time.Second,
 			BreakerThreshold: 3, BreakerCooldown: 20 * time.Millisecond,
 		})
 		if err != nil {

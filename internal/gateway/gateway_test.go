@@ -343,7 +343,7 @@ func TestGatewayGracefulShutdown(t *testing.T) {
 func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 25, Period: time.Hour}},
 		}}}
 	}
@@ -452,7 +452,7 @@ func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
 func TestGatewayStartsWithRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
-	g := start(t, gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
 	}}})
 	if !strings.Contains(g.logs.String(), "Redis unreachable at start") {

@@ -1,6 +1,7 @@
 // Package redistest starts real redis-server processes for tests, each on a
-// free loopback port with its own directory, and stops them when the test
-// ends. It never touches a Redis that something else runs.
+// free loopback port and a Unix socket of its own, with its own directory,
+// and stops them when the test ends. It never touches a Redis that something
+// else runs.
 //
 // Tests call Start or StartCluster. When redis-server is not installed they
 // are skipped with a message, unless the environment sets
@@ -27,6 +28,11 @@ import (
 type Server struct {
 	Addr string // host:port
 	Port int
+	// Socket is the path of the server's Unix socket. No other process
+	// can ever listen there, whereas a port freed by Stop can be taken by
+	// a server of another test running meanwhile: clients of a server that
+	// a test stops and restarts should connect through URL.
+	Socket string
 
 	bin  string
 	dir  string
@@ -69,11 +75,23 @@ func Start(t testing.TB, args ...string) *Server {
 	return s
 }
 
+// URL returns the server's address as a Unix socket URL for
+// redisstore.Options.URL.
+func (s *Server) URL() string { return "unix://" + s.Socket }
+
 // launch starts s on a free port, retrying with another port if the one
 // picked was taken meanwhile, after prepare (if any), and stops it when t
 // ends.
 func (s *Server) launch(t testing.TB, what string, prepare func()) {
 	t.Helper()
+	// The socket's own directory is short: a socket path may not exceed
+	// about 100 bytes, and test names make long temporary directories.
+	sockDir, err := os.MkdirTemp("", "redis")
+	if err != nil {
+		t.Fatalf("socket directory: %v", err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	s.Socket = filepath.Join(sockDir, "redis.sock")
 	for attempt := 0; ; attempt++ {
 		if prepare != nil {
 			prepare()
@@ -98,6 +116,7 @@ func (s *Server) start() error {
 	}
 	args = append(args,
 		"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1",
+		"--unixsocket", s.Socket, "--unixsocketperm", "700",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"),
 	)
