@@ -31,8 +31,9 @@ type batchTaker interface {
 // requests after it: their out[i] are then zero Decisions (Time is zero).
 //
 // A store that implements TakeAll(ctx, reqs, out) decides the batch
-// atomically; it may return an error matching errors.ErrUnsupported for a
-// batch it cannot (the Redis store on a Redis Cluster). For any other store
+// itself (atomically, unless its documentation says otherwise); it may return
+// an error matching errors.ErrUnsupported for a batch it cannot decide, and
+// TakeAll then proceeds as for any other store. For any other store
 // or batch TakeAll checks every request first (Peek) and charges none if any
 // would be denied, then charges them in order; only a concurrent request
 // slipping between the check and the charge can then deny a later request

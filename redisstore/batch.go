@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/redis/rueidis"
 
@@ -16,11 +17,13 @@ import (
 // is, in one call of the script, so one network round trip. The requests
 // must be for distinct (policy, key) pairs, as sluice.CheckBatch checks.
 //
-// The keys of different requests lie in different Redis Cluster slots, so
-// on a Redis Cluster a batch of more than one request cannot be decided in
-// one script: TakeAll then returns an error matching errors.ErrUnsupported,
-// and sluice.TakeAll falls back to checking every request before charging
-// any. A single server and a Sentinel-managed master decide every batch
+// The keys of different requests lie in different Redis Cluster slots, and
+// no script may span slots, so on a Redis Cluster a batch of more than one
+// request is not atomic: TakeAll peeks at every request at once and, only
+// if every one would be admitted, charges them all at once, in two round
+// trips however many requests there are. A request racing another between
+// the two steps can then be charged to some of its limits and denied by
+// another. A single server and a Sentinel-managed master decide every batch
 // atomically.
 //
 // A request of cost 1 whose key Redis has just denied is answered from the
@@ -40,9 +43,6 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	limits, script := 0, plainScript
 	if err := sluice.CheckBatch(reqs); err != nil {
 		return false, err
-	}
-	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
-		return false, fmt.Errorf("redisstore: TakeAll of %d keys on a Redis Cluster: %w", len(reqs), errors.ErrUnsupported)
 	}
 	for _, r := range reqs {
 		c := s.compile(r.Policy)
@@ -67,6 +67,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				return false, nil
 			}
 		}
+	}
+	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
+		return s.checkThenCharge(ctx, reqs, comp, out)
 	}
 	if !s.breaker.allow() {
 		return s.degradeAll(ctx, reqs, out, ErrCircuitOpen)
@@ -122,4 +125,51 @@ func (s *Store) degradeAll(ctx context.Context, reqs []sluice.Request, out []slu
 		out[i] = s.failed(r.Policy)
 	}
 	return s.onError == Allow, nil
+}
+
+// checkThenCharge decides a batch that no one script can: it peeks at every
+// request at once and charges them all at once only if every one would be
+// admitted. Each call follows OnError by itself when Redis fails. A peek
+// that Redis denies is a denial of cost 1, and is remembered as one.
+func (s *Store) checkThenCharge(ctx context.Context, reqs []sluice.Request, comp []*compiled, out []sluice.Decision) (bool, error) {
+	ok, err := each(reqs, out, func(r sluice.Request) (sluice.Decision, error) {
+		d, err := s.Peek(ctx, r.Policy, r.Key)
+		if d.Allowed && d.Remaining < r.N {
+			d.Allowed = false
+		}
+		return d, err
+	})
+	if err != nil || !ok {
+		if s.deny != nil && err == nil {
+			for i, r := range reqs {
+				if d := out[i]; r.N == 1 && !d.Allowed && !d.Degraded {
+					s.remember(s.deny.id(comp[i].slots, r.Key), 1, d)
+				}
+			}
+		}
+		return false, err
+	}
+	return each(reqs, out, func(r sluice.Request) (sluice.Decision, error) {
+		return s.Take(ctx, r.Policy, r.Key, r.N)
+	})
+}
+
+// each runs f for every request concurrently, so that the client sends the
+// commands together, and reports whether every Decision admits.
+func each(reqs []sluice.Request, out []sluice.Decision, f func(sluice.Request) (sluice.Decision, error)) (bool, error) {
+	errs := make([]error, len(reqs))
+	var wg sync.WaitGroup
+	for i := 1; i < len(reqs); i++ {
+		wg.Go(func() { out[i], errs[i] = f(reqs[i]) })
+	}
+	out[0], errs[0] = f(reqs[0])
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	ok := true
+	for i := range reqs {
+		ok = ok && out[i].Allowed
+	}
+	return ok, nil
 }

@@ -2,7 +2,7 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -142,25 +142,39 @@ func TestTakeAllRedisDown(t *testing.T) {
 }
 
 // On a Redis Cluster the keys of a batch lie in different slots: the store
-// says it cannot decide the batch atomically, and sluice.TakeAll falls back
-// to checking every request before charging any.
+// peeks at every request, and charges them all only if all would pass. An
+// admitted batch of two costs four script calls (two peeks, two takes), a
+// denied one two peeks, and a denial it saw is remembered: repeats cost
+// nothing.
 func TestTakeAllCluster(t *testing.T) {
 	nodes := redistest.StartCluster(t, 3)
 	store := open(t, redisstore.Options{URL: clusterURL(nodes), Timeout: slow})
 	p := policy(t, "tight", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour})
 	q := policy(t, "loose", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10, Period: time.Hour})
 	reqs := []sluice.Request{{Policy: q, Key: "shared", N: 1}, {Policy: p, Key: "k", N: 1}}
-	out := make([]sluice.Decision, 2)
-	if _, err := store.TakeAll(context.Background(), reqs, out); !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("store.TakeAll on a cluster: got %v, want an error matching errors.ErrUnsupported", err)
-	}
-	for i := range 4 {
-		ok, err := sluice.TakeAll(context.Background(), store, reqs, out)
-		if err != nil {
-			t.Fatalf("sluice.TakeAll: %v", err)
+	calls := func() int {
+		n := 0
+		for _, node := range nodes {
+			n += commandCalls(t, node, "evalsha", "eval")
 		}
-		if want := i < 2; ok != want {
-			t.Errorf("batch %d: admitted %v, want %v", i, ok, want)
+		return n
+	}
+	// Every node has the script, so that no call is a NOSCRIPT retry.
+	lua, err := os.ReadFile("plain.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range nodes {
+		node.Do(t, "SCRIPT", "LOAD", string(lua))
+	}
+	for i, want := range []int{4, 4, 2, 0, 0} {
+		before := calls()
+		out, ok := takeAll(t, store, reqs...)
+		if admit := i < 2; ok != admit || out[1].Allowed != admit {
+			t.Errorf("batch %d: admitted %v %+v, want %v", i, ok, out, admit)
+		}
+		if got := calls() - before; got != want {
+			t.Errorf("batch %d: %d script calls, want %d", i, got, want)
 		}
 	}
 	d, err := store.Peek(context.Background(), q, "shared")

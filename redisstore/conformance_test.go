@@ -18,17 +18,17 @@ import (
 func TestConformance(t *testing.T) {
 	t.Run("single", func(t *testing.T) {
 		srv := redistest.Start(t)
-		runSuite(t, redisstore.Options{URL: "redis://" + srv.Addr})
+		runSuite(t, redisstore.Options{URL: "redis://" + srv.Addr}, false)
 	})
 	t.Run("cluster", func(t *testing.T) {
 		nodes := redistest.StartCluster(t, 3)
-		runSuite(t, redisstore.Options{Addrs: []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}})
+		runSuite(t, redisstore.Options{Addrs: []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}}, true)
 	})
 }
 
-func runSuite(t *testing.T, base redisstore.Options) {
+func runSuite(t *testing.T, base redisstore.Options, cluster bool) {
 	n := 0
-	storetest.RunWith(t, storetest.Options{Resolution: time.Microsecond}, func(t *testing.T, clk *clock.Fake) sluice.Store {
+	storetest.RunWith(t, storetest.Options{Resolution: time.Microsecond, BatchesNotAtomic: cluster}, func(t *testing.T, clk *clock.Fake) sluice.Store {
 		opts := base
 		n++
 		opts.Prefix = "conformance" + string(rune('a'+n%26)) + time.Now().Format("150405.000000000")

@@ -14,7 +14,8 @@
 // (the rules an HTTP request matches) in one script call too: charged
 // whole or not at all, on a single server or a Sentinel-managed master. On
 // a Redis Cluster the keys of different requests lie in different slots,
-// which no script may span; there sluice.TakeAll checks before it charges.
+// which no script may span; there it checks every request before it charges
+// them, in two round trips.
 //
 // # Time
 //

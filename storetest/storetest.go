@@ -92,6 +92,12 @@ type Options struct {
 	// microseconds, as a Redis store does, passes time.Microsecond. It must
 	// be at most one microsecond and divide it.
 	Resolution time.Duration
+	// BatchesNotAtomic says that the store's TakeAll checks every request
+	// before charging any instead of deciding a batch atomically (the
+	// Redis store on a Redis Cluster, whose keys lie in different slots):
+	// the suite then checks batches for their all-or-none result without
+	// concurrency, and skips its concurrent test.
+	BatchesNotAtomic bool
 }
 
 // Run runs the conformance suite at a resolution of one nanosecond: every
@@ -115,7 +121,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 	if newStore == nil {
 		t.Fatal("storetest: nil store factory")
 	}
-	s := &suite{res: opts.Resolution, newStore: newStore, run: fmt.Sprintf("%08x", rand.Uint32())}
+	s := &suite{res: opts.Resolution, batchesNotAtomic: opts.BatchesNotAtomic, newStore: newStore, run: fmt.Sprintf("%08x", rand.Uint32())}
 	t.Run("Algorithms", s.testAlgorithms)
 	t.Run("Cost", s.testCost)
 	t.Run("MultiLimit", s.testMultiLimit)
@@ -132,7 +138,8 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 }
 
 type suite struct {
-	res      time.Duration
+	res              time.Duration
+	batchesNotAtomic bool
 	newStore func(*testing.T, *clock.Fake) sluice.Store
 	run      string // tells this run's policy names from other runs'
 	seq      atomic.Uint64
