@@ -372,6 +372,7 @@ type compiled struct {
 	err      error
 	suffixes []string // per limit: ":<i>:<alg>:<count>:<period µs>:<burst>"
 	args     []string // per limit: the script's seven arguments
+	take1    []string // the whole ARGV of a take of cost 1 at the server's time; read only
 	slots    []uint32
 	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it
 }
@@ -401,6 +402,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide)
 		c.slots = append(c.slots, p.Slot(i))
 	}
+	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	actual, _ := s.policies.LoadOrStore(p, c)
 	return actual.(*compiled)
 }
@@ -448,18 +450,38 @@ func gcd(a, b int64) int64 {
 	return a
 }
 
-// tag returns the hash tag that starts every Redis key of key under p.
-func (s *Store) tag(p *sluice.Policy, key string) string {
-	return s.prefix + ":{" + strconv.Itoa(len(p.Name())) + ":" + p.Name() + ":" + key + "}"
-}
-
 // appendKeys appends the Redis keys of key under p: the state and auxiliary
-// key of each limit.
+// key of each limit, cut from one string.
 func (s *Store) appendKeys(out []string, c *compiled, p *sluice.Policy, key string) []string {
-	base := s.tag(p, key)
+	name := p.Name()
+	var ln [20]byte
+	l := strconv.AppendInt(ln[:0], int64(len(name)), 10)
+	baseLen := len(s.prefix) + 2 + len(l) + 1 + len(name) + 1 + len(key) + 1
+	size := 0
 	for _, suf := range c.suffixes {
-		k := base + suf
-		out = append(out, k, k+":m")
+		size += 2*(baseLen+len(suf)) + 2
+	}
+	var b strings.Builder
+	b.Grow(size)
+	for _, suf := range c.suffixes {
+		for _, aux := range [2]string{"", ":m"} {
+			b.WriteString(s.prefix)
+			b.WriteString(":{")
+			b.Write(l)
+			b.WriteByte(':')
+			b.WriteString(name)
+			b.WriteByte(':')
+			b.WriteString(key)
+			b.WriteByte('}')
+			b.WriteString(suf)
+			b.WriteString(aux)
+		}
+	}
+	all, at := b.String(), 0
+	for _, suf := range c.suffixes {
+		n := baseLen + len(suf)
+		out = append(out, all[at:at+n], all[at+n:at+2*n+2])
+		at += 2*n + 2
 	}
 	return out
 }
@@ -475,9 +497,12 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	if !s.breaker.allow() {
 		return nil, ErrCircuitOpen
 	}
-	args := make([]string, 0, 5+len(c.args))
-	args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
-	args = append(args, c.args...)
+	args := c.take1
+	if op != "take" || n != 1 || s.clock != nil {
+		args = make([]string, 0, 5+len(c.args))
+		args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
+		args = append(args, c.args...)
+	}
 	want := 2 + 4*len(c.suffixes)
 	if op == "cancel" {
 		want = 2
