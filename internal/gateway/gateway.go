@@ -106,7 +106,7 @@ func New(opts Options) (*Gateway, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
 		}
-		next = Proxy(u, g.log)
+		next = oneValue(Proxy(u, g.log))
 	}
 
 	reg := prometheus.NewRegistry()

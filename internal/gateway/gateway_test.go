@@ -482,3 +482,70 @@ func TestGatewayStartsWithRedisDown(t *testing.T) {
 		t.Errorf("sluice_store_degraded with Redis up: %q, want 0", got)
 	}
 }
+
+// An upstream that sends rate-limit fields of its own: the legacy ones,
+// which hold one number each, keep Sluice's value only; the IETF lists hold
+// Sluice's policy and then the upstream's. Paths no rule matches pass the
+// upstream's fields through untouched.
+func TestGatewayUpstreamRateLimitFields(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-RateLimit-Limit", "999")
+		w.Header().Set("X-RateLimit-Remaining", "998")
+		w.Header().Set("RateLimit", `"app";r=998;t=1`)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer up.Close()
+	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		{Name: "api", Match: httplimit.Match{Paths: []string{"/api/*"}}, Limit: fixed(10, time.Minute)},
+	}}})
+	r := get(t, "GET", g.url+"/api/x", nil)
+	if r.StatusCode != http.StatusAccepted {
+		t.Fatalf("status %d, want the upstream's 202", r.StatusCode)
+	}
+	if got := r.Header.Values("X-Ratelimit-Limit"); len(got) != 1 || got[0] != "10" {
+		t.Errorf("X-RateLimit-Limit: %q, want Sluice's 10 alone", got)
+	}
+	if got := r.Header.Values("X-Ratelimit-Remaining"); len(got) != 1 || got[0] != "9" {
+		t.Errorf("X-RateLimit-Remaining: %q, want Sluice's 9 alone", got)
+	}
+	if got := r.Header.Values("Ratelimit"); len(got) != 2 || !strings.HasPrefix(got[0], `"api";r=9;`) || got[1] != `"app";r=998;t=1` {
+		t.Errorf("RateLimit: %q, want Sluice's policy, then the upstream's", got)
+	}
+	r = get(t, "GET", g.url+"/other", nil)
+	if got := r.Header.Values("X-Ratelimit-Limit"); len(got) != 1 || got[0] != "999" {
+		t.Errorf("unmatched path: X-RateLimit-Limit %q, want the upstream's 999", got)
+	}
+}
+
+// A streamed answer (server-sent events) reaches the client as the upstream
+// flushes it, through the gateway's wrapping of the response.
+func TestGatewayStreams(t *testing.T) {
+	second := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-second:
+		case <-time.After(10 * time.Second):
+		}
+		io.WriteString(w, "data: two\n\n")
+	}))
+	defer up.Close()
+	defer close(second)
+	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{Name: "r", Limit: fixed(10, time.Minute)}}}})
+	// The client gives up well before the upstream would send the second
+	// event by itself: only a flushed first event arrives in time.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", g.url+"/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, len("data: one\n\n"))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "data: one\n\n" {
+		t.Fatalf("first event: %q, %v; want it before the upstream sends the second", buf, err)
+	}
+}

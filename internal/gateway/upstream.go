@@ -102,3 +102,50 @@ func (bufferPool) Put(b []byte) {
 		copyBuffers.Put(&b)
 	}
 }
+
+// legacyFields are the rate-limit fields that hold one number each.
+var legacyFields = [...]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}
+
+// oneValue wraps an upstream so that a legacy rate-limit field that both
+// Sluice and the upstream set keeps only Sluice's value, which comes first:
+// two numbers in a field meant to hold one would leave clients guessing.
+// The IETF RateLimit and RateLimit-Policy fields are lists, and keep both
+// Sluice's and the upstream's policies.
+func oneValue(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(&singleValued{ResponseWriter: w}, r)
+	})
+}
+
+// singleValued trims the legacy fields to their first value before the
+// header is written. Unwrap lets http.ResponseController reach the
+// connection (flushing, upgrades).
+type singleValued struct {
+	http.ResponseWriter
+	trimmed bool
+}
+
+func (s *singleValued) WriteHeader(code int) {
+	s.trim()
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *singleValued) Write(b []byte) (int, error) {
+	s.trim()
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *singleValued) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (s *singleValued) trim() {
+	if s.trimmed {
+		return
+	}
+	s.trimmed = true
+	h := s.ResponseWriter.Header()
+	for _, k := range legacyFields {
+		if v := h[k]; len(v) > 1 {
+			h[k] = v[:1]
+		}
+	}
+}
