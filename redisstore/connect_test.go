@@ -69,5 +69,7 @@ func TestConnectLaterClose(t *testing.T) {
 		t.Errorf("Close took %v", took)
 	}
 	eventually(t, 5*time.Second, func() bool { return runtime.NumGoroutine() <= before },
-		func() string { return fmt.Sprintf("goroutines: %d after Close, %d before New", runtime.NumGoroutine(), before) })
+		func() string {
+			return fmt.Sprintf("goroutines: %d after Close, %d before New", runtime.NumGoroutine(), before)
+		})
 }

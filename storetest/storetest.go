@@ -140,9 +140,9 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 type suite struct {
 	res              time.Duration
 	batchesNotAtomic bool
-	newStore func(*testing.T, *clock.Fake) sluice.Store
-	run      string // tells this run's policy names from other runs'
-	seq      atomic.Uint64
+	newStore         func(*testing.T, *clock.Fake) sluice.Store
+	run              string // tells this run's policy names from other runs'
+	seq              atomic.Uint64
 }
 
 // env is one subtest's store and clock.
