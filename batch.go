@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 )
@@ -27,14 +26,14 @@ type batchTaker interface {
 // nothing; out[i] then tells whether request i alone would have been
 // admitted, and the denied ones carry RetryAfter as from Store.Take.
 //
-// A store may stop at the first denial it knows of without deciding the
-// requests after it: their out[i] are then zero Decisions (Time is zero).
+// A store may deny the batch on a denial it already knows of (a cache of
+// recent denials) without deciding the other requests: their out[i] are
+// then zero Decisions (Time is zero).
 //
 // A store that implements TakeAll(ctx, reqs, out) decides the batch
-// itself (atomically, unless its documentation says otherwise); it may return
-// an error matching errors.ErrUnsupported for a batch it cannot decide, and
-// TakeAll then proceeds as for any other store. For any other store
-// or batch TakeAll checks every request first (Peek) and charges none if any
+// itself: atomically, unless its documentation says otherwise (as the Redis
+// store's does for a Redis Cluster). For any other store TakeAll checks
+// every request first (Peek) and charges none if any
 // would be denied, then charges them in order; only a concurrent request
 // slipping between the check and the charge can then deny a later request
 // after earlier ones were charged, and those charges stay. len(out) must be
@@ -55,10 +54,7 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		return err == nil && d.Allowed, err
 	}
 	if b, ok := store.(batchTaker); ok {
-		ok, err := b.TakeAll(ctx, reqs, out)
-		if !errors.Is(err, errors.ErrUnsupported) {
-			return ok, err
-		}
+		return b.TakeAll(ctx, reqs, out)
 	}
 	ok := true
 	for i, r := range reqs {

@@ -39,7 +39,9 @@ func TestMemstoreMicrosecond(t *testing.T) {
 
 // microStore rounds every duration memstore reports up to a whole
 // microsecond, as a store that computes in microseconds does. It must pass
-// the suite's microsecond mode: the mode tolerates rounding up.
+// the suite's microsecond mode: the mode tolerates rounding up. It hides
+// memstore's TakeAll, so its run also checks sluice.TakeAll's own path for
+// stores without one (check every request, then charge).
 type microStore struct{ sluice.Store }
 
 func roundUp(d time.Duration) time.Duration {
