@@ -44,12 +44,13 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	// A request its shard's hint denies denies the batch without a lock;
 	// the other requests are left undecided.
 	for i, r := range reqs {
-		if r.N == 1 && h[i].sh.hint.policy.Load() == r.Policy {
-			if b, st, hit := h[i].sh.hint.get(r.Policy, h[i].k0, h[i].k1, now); hit {
-				clear(out[:len(reqs)])
-				out[i] = sluice.MakeDecision(r.Policy, b, st, now)
-				return false, nil
-			}
+		if !h[i].sh.mayHint(r.Policy, r.N) {
+			continue
+		}
+		if b, st, hit := h[i].sh.hint.get(r.Policy, h[i].k0, h[i].k1, now); hit {
+			clear(out[:len(reqs)])
+			out[i] = sluice.MakeDecision(r.Policy, b, st, now)
+			return false, nil
 		}
 	}
 	for _, i := range shards {
@@ -60,15 +61,17 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 		b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, false)
 		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
 		ok = ok && st.Allowed
-		if r.N == 1 && !st.Allowed && st.RetryAfter > 0 {
-			h[i].sh.deny(r.Policy, h[i].k0, h[i].k1, now, b, st)
+		if !st.Allowed {
+			h[i].sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
 		}
 	}
 	if ok {
 		for i, r := range reqs {
 			b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, true)
 			out[i] = sluice.MakeDecision(r.Policy, b, st, now)
-			h[i].sh.hint.forget(r.Policy, h[i].k0, h[i].k1)
+			if h[i].sh.concerns(st) {
+				h[i].sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
+			}
 		}
 	}
 	for _, i := range shards {

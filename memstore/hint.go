@@ -60,6 +60,33 @@ func (h *denyHint) get(p *sluice.Policy, k0, k1 uint64, now int64) (int, algo.St
 	return int(bind), algo.Status{Remaining: rem, RetryAfter: until - now, ResetAfter: max(reset, until) - now}, true
 }
 
+// mayHint reports whether the hint can hold a denial of a request of cost n
+// under p, so that get is worth calling. It is inlined: nearly always the
+// hint holds another policy's denial, or none.
+func (sh *shard) mayHint(p *sluice.Policy, n int64) bool {
+	return n == 1 && sh.hint.policy.Load() == p
+}
+
+// concerns reports whether a decision with status st is any of the hint's
+// business (see note). It is inlined: nearly always st admits and the hint
+// is empty.
+func (sh *shard) concerns(st algo.Status) bool {
+	return !st.Allowed || sh.hint.policy.Load() != nil
+}
+
+// note updates the hint with a decision on a request of cost n for the key
+// hashed to k0, k1 under p, bound by limit bind: an admission clears a hint
+// for the key, a denial of cost 1 is offered the hint. The caller holds the
+// lock.
+func (sh *shard) note(p *sluice.Policy, k0, k1 uint64, n, now int64, bind int, st algo.Status) {
+	switch {
+	case st.Allowed:
+		sh.hint.forget(p, k0, k1)
+	case n == 1 && st.RetryAfter > 0:
+		sh.deny(p, k0, k1, now, bind, st)
+	}
+}
+
 // deny offers the shard's hint to the denial st of a request of cost 1 at
 // store time now, bound by limit bind of p. The caller holds the lock.
 func (sh *shard) deny(p *sluice.Policy, k0, k1 uint64, now int64, bind int, st algo.Status) {
@@ -98,8 +125,11 @@ func (h *denyHint) forget(p *sluice.Policy, k0, k1 uint64) {
 // sharesState reports whether policies a and b keep their state in the same
 // entries: the same policy, or an equal one built again.
 func sharesState(a, b *sluice.Policy) bool {
-	if a == b || a == nil || b == nil {
-		return a == b && a != nil
+	if a == nil || b == nil {
+		return false
+	}
+	if a == b {
+		return true
 	}
 	if a.Len() != b.Len() {
 		return false

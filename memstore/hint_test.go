@@ -141,3 +141,27 @@ func TestDenyHintDeniesBatchWithoutLocks(t *testing.T) {
 		t.Errorf("loose: %d remaining, want 99 (charged by the admitted batch of this window only)", d.Remaining)
 	}
 }
+
+// Eviction spares the hinted key, but never at the cost of the hard cap:
+// a shard whose only entry is the hinted key's still evicts it for a new
+// key.
+func TestDenyHintKeepsTheCap(t *testing.T) {
+	ctx := context.Background()
+	s, _ := testStore(t, Options{Shards: 1, MaxKeys: 1})
+	p := testPolicy(t, sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1, Period: time.Hour})
+	s.Take(ctx, p, "a", 1)
+	if d, _ := s.Take(ctx, p, "a", 1); d.Allowed {
+		t.Fatal("second request within the hour admitted")
+	}
+	if s.shards[0].hint.policy.Load() != p {
+		t.Fatal("the denial did not take the shard's hint")
+	}
+	for _, k := range []string{"b", "c", "d"} {
+		if d, _ := s.Take(ctx, p, k, 1); !d.Allowed {
+			t.Errorf("new key %s: denied, want admitted", k)
+		}
+		if n := s.Len(); n > 1 {
+			t.Errorf("after key %s: Len %d, want at most MaxKeys 1", k, n)
+		}
+	}
+}

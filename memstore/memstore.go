@@ -220,22 +220,15 @@ func (s *Store) Len() int {
 func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
 	now := s.now()
 	k0, k1, sh := s.hash(key)
-	// The hint's policy is loaded first, inline: nearly always it is
-	// another policy's, or none.
-	if n == 1 && sh.hint.policy.Load() == p {
+	if sh.mayHint(p, n) {
 		if i, st, ok := sh.hint.get(p, k0, k1, now); ok {
 			return sluice.MakeDecision(p, i, st, now), nil
 		}
 	}
 	sh.mu.Lock()
 	i, st := sh.decide(s, p, k0, k1, now, now, n, true)
-	switch {
-	case st.Allowed:
-		if sh.hint.policy.Load() != nil {
-			sh.hint.forget(p, k0, k1)
-		}
-	case n == 1 && st.RetryAfter > 0:
-		sh.deny(p, k0, k1, now, i, st)
+	if sh.concerns(st) {
+		sh.note(p, k0, k1, n, now, i, st)
 	}
 	sh.mu.Unlock()
 	return sluice.MakeDecision(p, i, st, now), nil

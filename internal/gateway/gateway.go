@@ -191,7 +191,7 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		}
 		if s.Degraded() {
 			g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis unreachable at start; deciding per on_error until it answers",
-				slog.String("on_error", ro.OnError.String()), slog.Any("error", s.Ping(context.Background())))
+				slog.String("on_error", onError), slog.Any("error", s.Ping(context.Background())))
 		}
 		g.store = s
 		g.closer = func() error { return errors.Join(s.Close(), local.Close()) }
