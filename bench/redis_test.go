@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,6 +89,7 @@ func BenchmarkRedis(b *testing.B) {
 				var seq atomic.Uint64
 				// RunParallel starts parallelism × GOMAXPROCS goroutines.
 				b.SetParallelism(max(callers/runtime.GOMAXPROCS(0), 1))
+				before := readCPU(b, srv, syscall.RUSAGE_SELF)
 				b.ResetTimer()
 				start := time.Now()
 				if callers == 1 {
@@ -103,6 +105,8 @@ func BenchmarkRedis(b *testing.B) {
 					})
 				}
 				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "decisions/s")
+				b.StopTimer()
+				readCPU(b, srv, syscall.RUSAGE_SELF).report(b, before, b.N)
 			})
 		}
 	}
@@ -112,6 +116,42 @@ func BenchmarkRedis(b *testing.B) {
 		b.ReportMetric(rps, "decisions/s")
 		b.ReportMetric(1e9/rps, "ns/op")
 	})
+}
+
+// cpuUse is CPU time used so far: by the client, this process or its
+// waited-for children, and by the Redis server under test.
+type cpuUse struct{ client, server time.Duration }
+
+// readCPU reads the client's CPU time (who is syscall.RUSAGE_SELF or
+// RUSAGE_CHILDREN) and the server's, from INFO cpu.
+func readCPU(b *testing.B, srv *redistest.Server, who int) cpuUse {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		b.Fatal(err)
+	}
+	u := cpuUse{client: time.Duration(ru.Utime.Nano() + ru.Stime.Nano())}
+	for _, m := range cpuLine.FindAllStringSubmatch(srv.Do(b, "INFO", "cpu"), -1) {
+		sec, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			b.Fatalf("INFO cpu: %v", err)
+		}
+		u.server += time.Duration(sec * 1e9)
+	}
+	return u
+}
+
+// cpuLine matches the server's own user and system CPU in INFO cpu (not its
+// children's).
+var cpuLine = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)`)
+
+// report reports the client's and the server's CPU per decision since
+// before, over n decisions. On this project's two-core machines the client
+// and the server share the CPUs, so the client's CPU per decision bounds how
+// much is left for the server: a steadier figure than decisions/s when the
+// host is noisy.
+func (u cpuUse) report(b *testing.B, before cpuUse, n int) {
+	b.ReportMetric(float64(u.client-before.client)/1e3/float64(n), "client-µs/op")
+	b.ReportMetric(float64(u.server-before.server)/1e3/float64(n), "server-µs/op")
 }
 
 // redisRate is the limit of every benchmark here, per key per second.
@@ -137,13 +177,15 @@ func redisBenchmark(b *testing.B, srv *redistest.Server) float64 {
 	if err != nil {
 		b.Skip("redis-benchmark not installed")
 	}
+	const requests = 400_000
 	key := "sluice:{5:bench:__rand_int__}:0:gcra:100000:1000000:100000"
 	call := []string{"EVALSHA", sha, "2", key, key + ":m", "take", "1", "", "0", "1", "2", "100000", "1000000", "100000", "1", "10", "0"}
 	// One call by hand first, so that a mistake in the arguments shows as
 	// the script's own error message.
 	srv.Do(b, call...)
 	srv.Do(b, "CONFIG", "RESETSTAT")
-	args := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port), "-P", "16", "-c", "64", "-n", "400000", "-r", "100000", "-q"}, call...)
+	before := readCPU(b, srv, syscall.RUSAGE_CHILDREN)
+	args := append([]string{"-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port), "-P", "16", "-c", "64", "-n", strconv.Itoa(requests), "-r", "100000", "-q"}, call...)
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	if err != nil {
 		b.Fatalf("redis-benchmark: %v\n%s", err, out)
@@ -153,6 +195,7 @@ func redisBenchmark(b *testing.B, srv *redistest.Server) float64 {
 		b.Fatalf("redis-benchmark printed no rate:\n%s", out)
 	}
 	rps, _ := strconv.ParseFloat(string(m[len(m)-1][1]), 64)
+	readCPU(b, srv, syscall.RUSAGE_CHILDREN).report(b, before, requests)
 	if reply := srv.Do(b, "INFO", "errorstats"); len(reply) > 0 && regexp.MustCompile(`errorstat_`).MatchString(reply) {
 		b.Fatalf("redis-benchmark's script calls failed: %s", reply)
 	}
