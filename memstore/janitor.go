@@ -43,8 +43,10 @@ const (
 func (sh *shard) sweep(now uint32) int {
 	removed := 0
 	t := &sh.tab
-	mask := uint64(len(t.slots) - 1)
-	i := sh.cursor & mask
+	i := sh.cursor
+	if i >= uint64(len(t.slots)) {
+		i = 0
+	}
 	for n := min(sweepSlots, len(t.slots)); n > 0; {
 		if e := &t.slots[i]; e.id.a != 0 && e.exp <= now {
 			// remove shifts a later entry into i: look at i again, without
@@ -54,7 +56,7 @@ func (sh *shard) sweep(now uint32) int {
 			removed++
 			continue
 		}
-		i = (i + 1) & mask
+		i = t.next(i)
 		n--
 	}
 	sh.cursor = i
@@ -70,7 +72,7 @@ func (sh *shard) sweep(now uint32) int {
 	}
 	// Return memory once a shard has shrunk to an eighth of its table.
 	if len(t.slots) > minSlots && t.used*8 < len(t.slots) {
-		t.resize(max(minSlots, nextPow2(t.used*2)))
+		t.resize(max(minSlots, 2*t.used))
 		sh.cursor = 0
 	}
 	if len(sh.logs) < sh.peak/4 && sh.peak > 1024 {
@@ -78,14 +80,6 @@ func (sh *shard) sweep(now uint32) int {
 		sh.peak = len(sh.logs)
 	}
 	return removed
-}
-
-func nextPow2(n int) int {
-	p := 1
-	for p < n {
-		p <<= 1
-	}
-	return p
 }
 
 // shrink copies m into a map sized for its contents; maps.Clone would keep

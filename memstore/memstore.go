@@ -156,7 +156,12 @@ func New(opts Options) *Store {
 	per := max((opts.MaxKeys+n-1)/n, 1)
 	for i := range s.shards {
 		sh := &s.shards[i]
-		sh.tab = table{slots: make([]entry, minSlots), rng: uint64(i+1) * 0x9e3779b97f4a7c15}
+		sh.tab = table{
+			slots: make([]entry, minSlots),
+			// A shard exceeds its cap by at most one policy's entries.
+			limit: slotsFor(per + sluice.MaxLimits),
+			rng:   uint64(i+1) * 0x9e3779b97f4a7c15,
+		}
 		sh.logs = make(map[id]*logCell)
 		sh.max = per
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -49,7 +51,8 @@ func TestTableMatchesMap(t *testing.T) {
 	for step := range 200_000 {
 		switch x := rng.IntN(10); {
 		case x < 4 || len(ids) == 0: // insert a new id
-			k := id{a: rng.Uint64()&^0xff | uint64(rng.IntN(4))<<1 | 1, b: rng.Uint64()}
+			// The top bits pick the home slot: four of them.
+			k := id{a: uint64(rng.IntN(4))<<62 | rng.Uint64()>>40 | 1, b: rng.Uint64()}
 			if _, ok := want[k]; ok {
 				continue
 			}
@@ -71,7 +74,7 @@ func TestTableMatchesMap(t *testing.T) {
 			ids[i] = ids[len(ids)-1]
 			ids = ids[:len(ids)-1]
 		case x < 8 && len(tab.slots) > minSlots && tab.used*8 < len(tab.slots):
-			tab.resize(max(minSlots, nextPow2(tab.used*2)))
+			tab.resize(max(minSlots, tab.used*2))
 		default: // look one up
 			k := ids[rng.IntN(len(ids))]
 			j, found := tab.lookup(k)
@@ -167,7 +170,7 @@ func TestSweepShrinksShard(t *testing.T) {
 	}
 	// One more pass shrinks the table once it holds under an eighth.
 	s.Sweep()
-	if got, want := len(sh.tab.slots), nextPow2(200); got != want {
+	if got, want := len(sh.tab.slots), 200; got != want {
 		t.Errorf("table of 100 live entries after sweeping: %d slots, want %d (grown to %d)", got, want, grown)
 	}
 	// The log map is rebuilt once it falls under a quarter of its peak
@@ -190,5 +193,63 @@ func TestSweepShrinksShard(t *testing.T) {
 		if e := &sh.tab.slots[i]; e.id.a != 0 && e.st == zero {
 			t.Errorf("slot %d holds a zero state", i)
 		}
+	}
+}
+
+// TestTableSizeAtCap checks that a flood of new keys, with policies of one
+// and of two limits, leaves every shard's table no larger than the size that
+// holds the shard's cap at 3/4 full (plus one policy's entries of slack),
+// and at most 3/4 full: at the cap an entry costs 64 bytes of table, not up
+// to 128 as with tables that double.
+func TestTableSizeAtCap(t *testing.T) {
+	const maxKeys, shards = 10_000, 4
+	s, _ := testStore(t, Options{MaxKeys: maxKeys, Shards: shards})
+	one := testPolicy(t, sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Hour})
+	two := testPolicy(t,
+		sluice.Limit{Algorithm: sluice.TokenBucket, Count: 1, Period: time.Hour},
+		sluice.Limit{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Hour})
+	ctx := context.Background()
+	for i := range 4 * maxKeys {
+		p := one
+		if i%3 == 0 {
+			p = two
+		}
+		if _, err := s.Take(ctx, p, fmt.Sprint("flood-", i), 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	per := maxKeys / shards
+	limit := (4*(per+sluice.MaxLimits) + 2) / 3
+	slots := 0
+	for i := range s.shards {
+		tab := &s.shards[i].tab
+		if n := len(tab.slots); n > limit || tab.used*4 > n*3 || tab.used > per+sluice.MaxLimits {
+			t.Errorf("shard %d: %d entries in %d slots; want at most %d entries in at most %d slots, at most 3/4 full", i, tab.used, n, per+sluice.MaxLimits, limit)
+		}
+		slots += len(tab.slots)
+	}
+	if got := float64(slots*int(unsafe.Sizeof(entry{}))) / float64(s.Len()); got > 65 {
+		t.Errorf("%.1f bytes of table per entry at the cap, want at most 65", got)
+	}
+}
+
+// TestTableGrowth checks the sizes a table grows through: half as large
+// again each time, stopping once at its limit, and beyond it only if it
+// must.
+func TestTableGrowth(t *testing.T) {
+	tab := table{slots: make([]entry, minSlots), limit: 50}
+	var sizes []int
+	for k := uint64(1); len(sizes) < 6; k++ {
+		n := len(tab.slots)
+		tab.insert(id{a: k*0x9e3779b97f4a7c15 | 1, b: k})
+		if len(tab.slots) != n {
+			sizes = append(sizes, len(tab.slots))
+		}
+	}
+	if want := []int{24, 36, 50, 75, 112, 168}; !slices.Equal(sizes, want) {
+		t.Errorf("sizes = %v, want %v", sizes, want)
+	}
+	if tab.used*4 > len(tab.slots)*3 {
+		t.Errorf("%d entries in %d slots, more than 3/4 full", tab.used, len(tab.slots))
 	}
 }

@@ -1,6 +1,10 @@
 package memstore
 
-import "github.com/sluicehq/sluice/algo"
+import (
+	"math/bits"
+
+	"github.com/sluicehq/sluice/algo"
+)
 
 // id identifies one limit's state for one key: a 128-bit keyed hash of the
 // key and the limit's policy slot. The store keeps no key bytes: an entry
@@ -33,9 +37,17 @@ func fmix(h uint64) uint64 {
 // per decision, updates entries in place, and lets the janitor sweep it with
 // a cursor. Deletion shifts the following entries back, so there are no
 // tombstones and lookups do not slow down with churn.
+//
+// Its size is any number of slots, not only a power of two: an id's home
+// slot is its first word scaled to the table's size. It grows by half when
+// it would pass 3/4 full, and no larger than limit, the size that holds the
+// shard's cap of entries at 3/4 full: a store filled to its cap, as a flood
+// of new keys fills it, keeps 64 bytes per entry rather than up to twice
+// that.
 type table struct {
-	slots []entry // length is a power of two
+	slots []entry
 	used  int
+	limit int    // the size that holds the shard's most entries at 3/4 full
 	rng   uint64 // xorshift state for eviction samples
 }
 
@@ -49,11 +61,29 @@ type entry struct {
 
 const minSlots = 16
 
+// slotsFor returns the size of a table that holds n entries at 3/4 full.
+func slotsFor(n int) int { return max(minSlots, (4*n+2)/3) }
+
+// home returns the slot at which the probe for an id whose first word is a
+// starts: a scaled to the table's size, so that every size spreads ids
+// evenly.
+func (t *table) home(a uint64) uint64 {
+	hi, _ := bits.Mul64(a, uint64(len(t.slots)))
+	return hi
+}
+
+// next returns the slot after i, wrapping around at the end.
+func (t *table) next(i uint64) uint64 {
+	if i++; i == uint64(len(t.slots)) {
+		return 0
+	}
+	return i
+}
+
 // lookup returns the index of the entry with id k and true, or the index of
 // the empty slot where it would go and false.
 func (t *table) lookup(k id) (uint64, bool) {
-	mask := uint64(len(t.slots) - 1)
-	for i := k.a & mask; ; i = (i + 1) & mask {
+	for i := t.home(k.a); ; i = t.next(i) {
 		e := &t.slots[i]
 		if e.id == k {
 			return i, true
@@ -68,7 +98,7 @@ func (t *table) lookup(k id) (uint64, bool) {
 // index. It may grow the table; the caller has made room within its cap.
 func (t *table) insert(k id) uint64 {
 	if (t.used+1)*4 > len(t.slots)*3 {
-		t.resize(2 * len(t.slots))
+		t.resize(t.grown())
 	}
 	i, _ := t.lookup(k)
 	t.used++
@@ -76,18 +106,28 @@ func (t *table) insert(k id) uint64 {
 	return i
 }
 
+// grown returns the size the table grows to: half as large again, but no
+// larger than limit unless it is that large already.
+func (t *table) grown() int {
+	n := len(t.slots)
+	g := n + n/2
+	if n < t.limit {
+		g = min(g, t.limit)
+	}
+	return g
+}
+
 // resize rehashes the table into n slots.
 func (t *table) resize(n int) {
 	old := t.slots
 	t.slots = make([]entry, n)
-	mask := uint64(n - 1)
 	for i := range old {
 		if old[i].id.a == 0 {
 			continue
 		}
-		j := old[i].id.a & mask
+		j := t.home(old[i].id.a)
 		for t.slots[j].id.a != 0 {
-			j = (j + 1) & mask
+			j = t.next(j)
 		}
 		t.slots[j] = old[i]
 	}
@@ -96,11 +136,10 @@ func (t *table) resize(n int) {
 // remove deletes the entry at index i, shifting back the entries that
 // follow it in its probe run so that every entry stays reachable.
 func (t *table) remove(i uint64) {
-	mask := uint64(len(t.slots) - 1)
 	t.slots[i] = entry{}
 	t.used--
-	for j := (i + 1) & mask; t.slots[j].id.a != 0; j = (j + 1) & mask {
-		home := t.slots[j].id.a & mask
+	for j := t.next(i); t.slots[j].id.a != 0; j = t.next(j) {
+		home := t.home(t.slots[j].id.a)
 		// The entry at j stays unless the hole at i lies on its probe
 		// path, that is unless its home is cyclically within (i, j].
 		if (i <= j && i < home && home <= j) || (i > j && (i < home || home <= j)) {
@@ -127,11 +166,10 @@ func (t *table) candidate(keep []id, c clocks) (idx uint64, age uint32, expired,
 	if t.used == 0 {
 		return 0, 0, false, false
 	}
-	mask := uint64(len(t.slots) - 1)
-	i := t.random() & mask
+	i := t.home(t.random())
 	looked := 0
 outer:
-	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, (i+1)&mask {
+	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, t.next(i) {
 		e := &t.slots[i]
 		if e.id.a == 0 {
 			continue
