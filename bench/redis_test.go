@@ -25,10 +25,12 @@ import (
 )
 
 // BenchmarkRedis measures decisions per second against one local
-// redis-server, side by side in one run: Sluice's Redis store at 1 and 64
-// concurrent callers; go-redis/redis_rate (GCRA), the peer, likewise; and
-// redis-benchmark -P 16 sending Sluice's own script with the same arguments,
-// the ceiling of this machine. Keys are picked at random among 100,000 and
+// redis-server, side by side in one run: Sluice's Redis store at 1, 64 and
+// 1,024 concurrent callers; go-redis/redis_rate (GCRA), the peer, likewise;
+// and redis-benchmark -P 16 sending Sluice's own script with the same
+// arguments, the ceiling of this machine. The ceiling keeps 1,024 calls in
+// flight (64 connections, 16 pipelined on each); 1,024 callers keep as many,
+// 64 callers a sixteenth of that. Keys are picked at random among 100,000 and
 // every decision admits and writes. The rate is 100,000 per second per key:
 // at much higher rates redis_rate's floating-point state stops changing
 // (tat + 1e-9 rounds back to tat) and it skips its write, which would make
@@ -73,7 +75,7 @@ func BenchmarkRedis(b *testing.B) {
 		return res.Allowed > 0
 	}
 
-	for _, callers := range []int{1, 64} {
+	for _, callers := range []int{1, 64, 1024} {
 		for _, l := range []struct {
 			name  string
 			allow func(string) bool
