@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
 )
 
 // maxBatch is the largest batch TakeAll decides without allocating.
@@ -22,9 +23,12 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 		k0, k1 uint64
 		sh     *shard
 	}
-	var hs [maxBatch]hashed
-	var order [maxBatch]uint32
-	h, shards := hs[:0], order[:0]
+	var (
+		hs    [maxBatch]hashed
+		order [maxBatch]uint32
+		cbuf  [maxBatch]charge
+	)
+	h, shards, chs := hs[:0], order[:0], cbuf[:0]
 	if len(reqs) > maxBatch {
 		h, shards = make([]hashed, 0, len(reqs)), make([]uint32, 0, len(reqs))
 	}
@@ -56,21 +60,33 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	for _, i := range shards {
 		s.shards[i].mu.Lock()
 	}
+	// Every request is evaluated once, appending one charge per limit to
+	// chs; if all are admitted, each is charged what its evaluation
+	// computed. No two requests share a limit's state (CheckBatch), so
+	// charging one cannot change another's evaluation.
 	ok := true
+	sec := s.sec(now, false)
 	for i, r := range reqs {
-		b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, false)
+		sh := h[i].sh
+		var (
+			b  int
+			st algo.Status
+		)
+		b, st, chs = sh.evaluate(r.Policy, h[i].k0, h[i].k1, clocks{now: sec, seen: sh.tick()}, now, r.N, chs)
 		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
 		ok = ok && st.Allowed
 		if !st.Allowed {
-			h[i].sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
+			sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
 		}
 	}
 	if ok {
+		from := 0
 		for i, r := range reqs {
-			b, st := h[i].sh.decide(s, r.Policy, h[i].k0, h[i].k1, now, now, r.N, true)
-			out[i] = sluice.MakeDecision(r.Policy, b, st, now)
-			if h[i].sh.concerns(st) {
-				h[i].sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
+			sh, to := h[i].sh, from+r.Policy.Len()
+			sh.charge(s, r.Policy, chs[from:to], clocks{now: sec, seen: sh.tick()}, now, r.N)
+			from = to
+			if admitted := (algo.Status{Allowed: true}); sh.concerns(admitted) {
+				sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, 0, admitted) // clears a hint for the key
 			}
 		}
 	}

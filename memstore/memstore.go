@@ -332,17 +332,40 @@ func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n in
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
 		return 0, sh.decideOne(s, p.Rule(0), entryID(k0, k1, p.Slot(0)), c, at, n, commit)
 	}
+	var buf [sluice.MaxLimits]charge
+	bind, sum, ch := sh.evaluate(p, k0, k1, c, at, n, buf[:0])
+	if sum.Allowed && commit && n > 0 {
+		sh.charge(s, p, ch, c, at, n)
+	}
+	return bind, sum
+}
+
+// charge is what charging one limit of an evaluated request writes: the id
+// of the limit's state for the key, the state after the request (unused for
+// sliding_log, whose log records the request instead), and how long from
+// the request's time until that state is fresh again.
+type charge struct {
+	k    id
+	next algo.State
+	ttl  int64
+}
+
+// evaluate evaluates a request of cost n for the key with hashes k0, k1
+// under every limit of p at time at, charging nothing. It returns the index
+// and status of the binding limit, and ch with one charge per limit of p
+// appended, for charge to write if the request is to be charged. The
+// caller holds sh.mu.
+func (sh *shard) evaluate(p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64, ch []charge) (int, algo.Status, []charge) {
 	var (
-		ids  [sluice.MaxLimits]id
-		next [sluice.MaxLimits]algo.State
-		ttl  [sluice.MaxLimits]int64
 		sum  algo.Status
 		bind int
 	)
 	for i := range p.Len() {
 		r, k := p.Rule(i), entryID(k0, k1, p.Slot(i))
-		ids[i] = k
-		var st algo.Status
+		var (
+			st   algo.Status
+			next algo.State
+		)
 		if r.Algorithm() == algo.SlidingLog {
 			if lc := sh.logs[k]; lc != nil {
 				lc.seen = c.seen
@@ -356,28 +379,36 @@ func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n in
 				e := &sh.tab.slots[j]
 				e.seen, cur = c.seen, e.st
 			}
-			next[i], st = r.Eval(cur, at, n)
+			next, st = r.Eval(cur, at, n)
 		}
-		ttl[i] = st.ResetAfter
+		ch = append(ch, charge{k: k, next: next, ttl: st.ResetAfter})
 		if i == 0 || algo.Binds(sum, st) {
 			sum, bind = st, i
 		}
 	}
-	if !sum.Allowed || !commit || n == 0 {
-		return bind, sum
+	return bind, sum, ch
+}
+
+// charge writes the charges ch that evaluate returned for a request of cost
+// n under p at time at, one per limit of p, adding entries as needed. An
+// eviction to make room spares the request's own entries. The caller holds
+// sh.mu.
+func (sh *shard) charge(s *Store, p *sluice.Policy, ch []charge, c clocks, at, n int64) {
+	var ids [sluice.MaxLimits]id
+	for i := range ch {
+		ids[i] = ch[i].k
 	}
-	keep := ids[:p.Len()]
-	for i := range p.Len() {
-		r, k := p.Rule(i), ids[i]
-		exp := s.sec(at+ttl[i], true)
+	keep := ids[:len(ch)]
+	for i := range ch {
+		r, k := p.Rule(i), ch[i].k
+		exp := s.sec(at+ch[i].ttl, true)
 		if r.Algorithm() == algo.SlidingLog {
 			sh.record(r, k, keep, c, exp, at, n)
 			continue
 		}
 		e := sh.entry(k, keep, c)
-		e.st, e.exp = next[i], exp
+		e.st, e.exp = ch[i].next, exp
 	}
-	return bind, sum
 }
 
 // decideOne is decide for a policy of one limit that is not a sliding_log:
