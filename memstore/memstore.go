@@ -34,6 +34,7 @@ import (
 	"hash/maphash"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -99,6 +100,7 @@ type shard struct {
 	max        int             // entry cap
 	peak       int             // most sliding_log entries since the last shrink
 	cursor     uint64          // the janitor's position in tab
+	evicted    atomic.Uint64   // entries evicted before they were fresh again
 	// hint has cache lines of its own: it is read without the lock, and
 	// the lock's writes must not evict it from the readers' caches.
 	_    [64]byte
@@ -217,6 +219,25 @@ func (s *Store) Len() int {
 		sh.mu.Lock()
 		n += sh.len()
 		sh.mu.Unlock()
+	}
+	return n
+}
+
+// MaxKeys returns the cap on the entries the store keeps: Options.MaxKeys,
+// rounded up to a multiple of the number of shards.
+func (s *Store) MaxKeys() int { return len(s.shards) * s.shards[0].max }
+
+// Evicted returns how many entries the store has evicted to stay within
+// MaxKeys while their state still mattered (the limit was not back to fresh
+// for the key). It stays zero until the store fills up; while it rises the
+// store is forgetting live state, so clients may be admitted more than their
+// limits allow: MaxKeys is too small for the keys in use, or a flood of new
+// keys is pushing state out. Expired entries removed to make room are not
+// counted. It is safe to call concurrently with decisions.
+func (s *Store) Evicted() uint64 {
+	var n uint64
+	for i := range s.shards {
+		n += s.shards[i].evicted.Load()
 	}
 	return n
 }
@@ -491,7 +512,15 @@ func (sh *shard) makeRoom(keep []id, c clocks) {
 		sh.tab.remove(idx)
 		return
 	}
-	looked := 0
+	// Among a sample of the sliding_log state, an expired log goes first;
+	// otherwise the least recently seen of the sample goes if it is older
+	// than the table's candidate, or the table has none.
+	var (
+		oldest id
+		oldAge uint32
+		found  bool
+		looked int
+	)
 logs:
 	for k, lc := range sh.logs {
 		for _, kk := range keep {
@@ -499,15 +528,23 @@ logs:
 				continue logs
 			}
 		}
-		if lc.exp <= c.now || !ok || c.seen-lc.seen > age {
+		if lc.exp <= c.now {
 			delete(sh.logs, k)
 			return
+		}
+		if a := c.seen - lc.seen; !found || a > oldAge {
+			oldest, oldAge, found = k, a, true
 		}
 		if looked++; looked >= evictSample {
 			break
 		}
 	}
-	if ok {
+	switch {
+	case found && (!ok || oldAge > age):
+		sh.evicted.Add(1)
+		delete(sh.logs, oldest)
+	case ok:
+		sh.evicted.Add(1)
 		sh.tab.remove(idx)
 	}
 	// Otherwise only the decision's own entries are left: the shard

@@ -253,3 +253,46 @@ func TestTableGrowth(t *testing.T) {
 		t.Errorf("%d entries in %d slots, more than 3/4 full", tab.used, len(tab.slots))
 	}
 }
+
+// TestEvicted checks that Evicted counts the entries evicted while their
+// state was live, in the table and among sliding_log state, and not the
+// expired entries that make room once time has passed.
+func TestEvicted(t *testing.T) {
+	for _, alg := range []sluice.Algorithm{sluice.GCRA, sluice.SlidingLog} {
+		t.Run(alg.String(), func(t *testing.T) {
+			s, clk := testStore(t, Options{MaxKeys: 64, Shards: 1})
+			if got := s.MaxKeys(); got != 64 {
+				t.Fatalf("MaxKeys = %d, want 64", got)
+			}
+			p := testPolicy(t, sluice.Limit{Algorithm: alg, Count: 1, Period: time.Hour})
+			ctx := context.Background()
+			take := func(prefix string, n int) {
+				t.Helper()
+				for i := range n {
+					if d, err := s.Take(ctx, p, fmt.Sprint(prefix, i), 1); err != nil || !d.Allowed {
+						t.Fatalf("Take %s%d: %+v, %v", prefix, i, d, err)
+					}
+				}
+			}
+			take("a", 64)
+			if got := s.Evicted(); got != 0 {
+				t.Fatalf("after filling the store: Evicted = %d, want 0", got)
+			}
+			take("b", 36)
+			if got, n := s.Evicted(), s.Len(); got != 36 || n != 64 {
+				t.Fatalf("after 36 keys past the cap: Evicted = %d with %d entries, want 36 with 64", got, n)
+			}
+			// Every entry is fresh again: making room forgets nothing
+			// that matters. (Eight new keys at a time: an eviction
+			// samples eight entries, so each sample holds an expired
+			// one, and must pick it.)
+			for round := range 10 {
+				clk.Advance(2 * time.Hour)
+				take(fmt.Sprint("c", round, "-"), 8)
+				if got := s.Evicted(); got != 36 {
+					t.Fatalf("round %d, after 8 keys replacing expired ones: Evicted = %d, want still 36", round, got)
+				}
+			}
+		})
+	}
+}
