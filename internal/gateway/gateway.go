@@ -157,10 +157,7 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		s := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys})
 		g.store, g.closer = s, s.Close
 		g.ready = func(context.Context) error { return nil }
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_live_keys",
-			Help: "Entries held by the in-memory store (one per limit per key).",
-		}, func() float64 { return float64(s.Len()) }))
+		registerMemstore(reg, s, "the in-memory store")
 	case "redis":
 		ro := g.opts.Redis
 		local := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys})
@@ -196,23 +193,39 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		g.store = s
 		g.closer = func() error { return errors.Join(s.Close(), local.Close()) }
 		g.ready = s.Ping
+		registerMemstore(reg, local, "the in-memory fallback store (Redis keeps the shared state)")
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_live_keys",
-			Help: "Entries held by the in-memory fallback store (one per limit per key); Redis keeps the shared state.",
-		}, func() float64 { return float64(local.Len()) }),
-			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-				Name: "sluice_store_degraded",
-				Help: "1 while the Redis circuit breaker is open and decisions follow on_error.",
-			}, func() float64 {
-				if s.Degraded() {
-					return 1
-				}
-				return 0
-			}))
+			Name: "sluice_store_degraded",
+			Help: "1 while the Redis circuit breaker is open and decisions follow on_error.",
+		}, func() float64 {
+			if s.Degraded() {
+				return 1
+			}
+			return 0
+		}))
 	default:
 		return fmt.Errorf("gateway: unknown store backend %q (want memory or redis)", backend)
 	}
 	return nil
+}
+
+// registerMemstore registers the metrics of an in-memory store, which is
+// what describes it in their help texts.
+func registerMemstore(reg prometheus.Registerer, s *memstore.Store, what string) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_live_keys",
+			Help: "Entries held by " + what + ", one per limit per key.",
+		}, func() float64 { return float64(s.Len()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_max_keys",
+			Help: "The most entries " + what + " keeps (max_keys).",
+		}, func() float64 { return float64(s.MaxKeys()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_evicted_keys_total",
+			Help: "Entries " + what + " evicted to stay within max_keys while their state still mattered; while it rises, clients may get more than their limits.",
+		}, func() float64 { return float64(s.Evicted()) }),
+	)
 }
 
 // Handler returns the limited gateway handler.

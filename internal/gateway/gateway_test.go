@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -188,6 +189,8 @@ func TestGatewayLimitsOverRealHTTP(t *testing.T) {
 		`sluice_requests_total{outcome="limited"}`:                    "1",
 		`sluice_decision_duration_seconds_count`:                      "6",
 		`sluice_live_keys`:                                            "2",
+		`sluice_max_keys`:                                             "1e+06",
+		`sluice_evicted_keys_total`:                                   "0",
 	} {
 		if got := metric(t, g.admin, series); got != want {
 			t.Errorf("%s: got %q, want %q", series, got, want)
@@ -200,6 +203,38 @@ func TestGatewayLimitsOverRealHTTP(t *testing.T) {
 		if r := get(t, "GET", g.admin+path, nil); r.StatusCode != 200 {
 			t.Errorf("admin %s: status %d", path, r.StatusCode)
 		}
+	}
+}
+
+// TestGatewayEvictionMetrics fills a gateway's in-memory store past its
+// max_keys with live state and checks that the metrics say so: the cap, the
+// entries held, and the live entries evicted.
+func TestGatewayEvictionMetrics(t *testing.T) {
+	g := start(t, gateway.Options{MaxKeys: 64, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		{Name: "per-user", Key: []httplimit.KeyPart{httplimit.Header("X-User")}, Limit: fixed(1, time.Hour)},
+	}}})
+	const users = 100
+	for i := range users {
+		if r := get(t, "GET", g.url+"/", map[string]string{"X-User": fmt.Sprint("user-", i)}); r.StatusCode != 200 {
+			t.Fatalf("user %d: status %d", i, r.StatusCode)
+		}
+	}
+	num := func(series string) int {
+		t.Helper()
+		v, err := strconv.ParseFloat(metric(t, g.admin, series), 64)
+		if err != nil {
+			t.Fatalf("%s: %v", series, err)
+		}
+		return int(v)
+	}
+	// 64 shards of one entry each: every user past the first in a shard
+	// evicts the shard's live entry.
+	live, evicted := num("sluice_live_keys"), num("sluice_evicted_keys_total")
+	if got := num("sluice_max_keys"); got != 64 {
+		t.Errorf("sluice_max_keys = %d, want 64", got)
+	}
+	if live > 64 || evicted < users-64 || live+evicted != users {
+		t.Errorf("sluice_live_keys = %d, sluice_evicted_keys_total = %d; want at most 64 live, and together %d", live, evicted, users)
 	}
 }
 
