@@ -30,3 +30,22 @@ func ExampleNew() {
 	fmt.Printf("admitted %d of 7; entries held: %d\n", admitted, store.Len())
 	// Output: admitted 5 of 7; entries held: 2
 }
+
+// A store too small for its keys forgets live state to stay within its cap,
+// and Evicted says so: here 64 clients, each limited to one request an hour,
+// share a store that holds 16 entries, so 48 of them lose their state while
+// it still matters (and could be admitted again). A gateway exports the
+// count as sluice_evicted_keys_total; a count that keeps rising means
+// MaxKeys is too small, or a flood of new keys is under way.
+func ExampleStore_Evicted() {
+	store := memstore.New(memstore.Options{MaxKeys: 16, Shards: 1})
+	defer store.Close()
+	lim, _ := sluice.New(store, "per-client", sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Hour})
+
+	ctx := context.Background()
+	for i := range 64 {
+		lim.Allow(ctx, fmt.Sprint("client-", i))
+	}
+	fmt.Printf("cap %d, held %d, evicted %d\n", store.MaxKeys(), store.Len(), store.Evicted())
+	// Output: cap 16, held 16, evicted 48
+}
