@@ -372,10 +372,10 @@ type charge struct {
 }
 
 // evaluate evaluates a request of cost n for the key with hashes k0, k1
-// under every limit of p at time at, charging nothing. It returns the index
-// and status of the binding limit, and ch with one charge per limit of p
-// appended, for charge to write if the request is to be charged. The
-// caller holds sh.mu.
+// under every limit of p at time at, charging nothing (it only refreshes the
+// recency of the entries it reads). It returns the index and status of the
+// binding limit, and ch with one charge per limit of p appended, for charge
+// to write if the request is to be charged. The caller holds sh.mu.
 func (sh *shard) evaluate(p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64, ch []charge) (int, algo.Status, []charge) {
 	var (
 		sum  algo.Status
