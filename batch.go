@@ -14,7 +14,8 @@ type Request struct {
 	N      int64
 }
 
-// batchTaker is implemented by stores that decide a batch atomically.
+// batchTaker is implemented by stores that decide a batch themselves. Such a
+// store validates the batch with CheckBatch, so TakeAll leaves it that work.
 type batchTaker interface {
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
 }
@@ -30,9 +31,10 @@ type batchTaker interface {
 // recent denials) without deciding the other requests: their out[i] are
 // then zero Decisions (Time is zero).
 //
-// A store that implements TakeAll(ctx, reqs, out) decides the batch
-// itself: atomically, unless its documentation says otherwise (as the Redis
-// store's does for a Redis Cluster). For any other store TakeAll checks
+// A store that implements TakeAll(ctx, reqs, out) decides a batch of more
+// than one request itself, validating it with CheckBatch: atomically, unless
+// its documentation says otherwise (as the Redis store's does for a Redis
+// Cluster). For any other store TakeAll checks
 // every request first (Peek) and charges none if any
 // would be denied, then charges them in order; only a concurrent request
 // slipping between the check and the charge can then deny a later request
@@ -41,6 +43,9 @@ type batchTaker interface {
 func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
 	if len(out) < len(reqs) {
 		return false, fmt.Errorf("sluice: TakeAll: %d requests but room for %d decisions", len(reqs), len(out))
+	}
+	if b, ok := store.(batchTaker); ok && len(reqs) > 1 {
+		return b.TakeAll(ctx, reqs, out) // it checks the batch itself
 	}
 	if err := CheckBatch(reqs); err != nil {
 		return false, err
@@ -52,9 +57,6 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		d, err := store.Take(ctx, reqs[0].Policy, reqs[0].Key, reqs[0].N)
 		out[0] = d
 		return err == nil && d.Allowed, err
-	}
-	if b, ok := store.(batchTaker); ok {
-		return b.TakeAll(ctx, reqs, out)
 	}
 	ok := true
 	for i, r := range reqs {

@@ -38,7 +38,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	for _, r := range reqs {
 		k0, k1, sh := s.hash(r.Key)
 		h = append(h, hashed{k0, k1, sh})
-		idx := uint32((k0 >> 32) & s.mask)
+		idx := uint32(s.shardOf(k0))
 		if !slices.Contains(shards, idx) {
 			shards = append(shards, idx)
 		}

@@ -207,8 +207,11 @@ func (s *Store) sec(t int64, ceil bool) uint32 {
 func (s *Store) hash(key string) (k0, k1 uint64, sh *shard) {
 	k0 = maphash.String(s.seeds[0], key)
 	k1 = maphash.String(s.seeds[1], key)
-	return k0, k1, &s.shards[(k0>>32)&s.mask]
+	return k0, k1, &s.shards[s.shardOf(k0)]
 }
+
+// shardOf returns the index of the shard of a key whose first hash is k0.
+func (s *Store) shardOf(k0 uint64) uint64 { return (k0 >> 32) & s.mask }
 
 // Len returns the number of entries held, expired or not. An entry is one
 // limit's state for one key.

@@ -196,7 +196,7 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		registerMemstore(reg, local, "the in-memory fallback store (Redis keeps the shared state)")
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_store_degraded",
-			Help: "1 while the Redis circuit breaker is open and decisions follow on_error.",
+			Help: "1 while decisions follow on_error without calling Redis: the circuit breaker is open, or Redis has not answered since the start.",
 		}, func() float64 {
 			if s.Degraded() {
 				return 1
