@@ -121,8 +121,12 @@ func BenchmarkRedis(b *testing.B) {
 }
 
 // cpuUse is CPU time used so far: by the client, this process or its
-// waited-for children, and by the Redis server under test.
-type cpuUse struct{ client, server time.Duration }
+// waited-for children, and by the Redis server under test; and how many
+// reads the server has done from its clients' sockets.
+type cpuUse struct {
+	client, server time.Duration
+	reads          int64
+}
 
 // readCPU reads the client's CPU time (who is syscall.RUSAGE_SELF or
 // RUSAGE_CHILDREN) and the server's, from INFO cpu.
@@ -139,21 +143,35 @@ func readCPU(b *testing.B, srv *redistest.Server, who int) cpuUse {
 		}
 		u.server += time.Duration(sec * 1e9)
 	}
+	m := readsLine.FindStringSubmatch(srv.Do(b, "INFO", "stats"))
+	if m == nil {
+		b.Fatal("INFO stats has no total_reads_processed")
+	}
+	u.reads, _ = strconv.ParseInt(m[1], 10, 64)
 	return u
 }
+
+// readsLine matches the number of socket reads the server has processed.
+var readsLine = regexp.MustCompile(`(?m)^total_reads_processed:([0-9]+)`)
 
 // cpuLine matches the server's own user and system CPU in INFO cpu (not its
 // children's).
 var cpuLine = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)`)
 
 // report reports the client's and the server's CPU per decision since
-// before, over n decisions. On this project's two-core machines the client
-// and the server share the CPUs, so the client's CPU per decision bounds how
-// much is left for the server: a steadier figure than decisions/s when the
-// host is noisy.
+// before, over n decisions, and how many decisions the server read per
+// socket read. On this project's two-core machines the client and the
+// server share the CPUs, so the client's CPU per decision bounds how much is
+// left for the server: a steadier figure than decisions/s when the host is
+// noisy. Decisions per read is how well the client batches its writes: each
+// read costs the server a wakeup and a system call, and a write costs the
+// client one.
 func (u cpuUse) report(b *testing.B, before cpuUse, n int) {
 	b.ReportMetric(float64(u.client-before.client)/1e3/float64(n), "client-µs/op")
 	b.ReportMetric(float64(u.server-before.server)/1e3/float64(n), "server-µs/op")
+	if reads := u.reads - before.reads; reads > 0 {
+		b.ReportMetric(float64(n)/float64(reads), "ops/read")
+	}
 }
 
 // redisRate is the limit of every benchmark here, per key per second.

@@ -12,7 +12,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	if c == nil {
 		return fmt.Errorf("redisstore: ping: %w", s.connector.err())
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	ctx, cancel := s.deadlines.bound(ctx)
 	defer cancel()
 	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
 		return fmt.Errorf("redisstore: ping: %w", err)

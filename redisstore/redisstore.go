@@ -184,6 +184,10 @@ type Options struct {
 	// Timeout bounds how long a decision waits for Redis before it takes
 	// the OnError path. Default 50ms: far above a healthy Redis's
 	// sub-millisecond answer, well below what an API's clients notice.
+	// A call whose context cannot be cancelled (context.Background) may
+	// give up after 15/16 of it: such calls share deadlines so that each
+	// does not pay for a timer of its own. A call whose context ends
+	// sooner keeps that end.
 	Timeout time.Duration
 	// OnError is what to do when Redis fails. Default Local.
 	OnError Failure
@@ -224,7 +228,7 @@ type Store struct {
 	ownClient bool
 	connector *connector // with ConnectLater, until connected
 	prefix    string
-	timeout   time.Duration
+	deadlines deadlines // bounds calls by Options.Timeout
 	onError   Failure
 	fallback  sluice.Store
 	ownFall   *memstore.Store
@@ -244,7 +248,6 @@ var _ sluice.Store = (*Store)(nil)
 func New(opts Options) (*Store, error) {
 	s := &Store{
 		prefix:    opts.Prefix,
-		timeout:   opts.Timeout,
 		onError:   opts.OnError,
 		fallback:  opts.Fallback,
 		clock:     opts.Clock,
@@ -254,8 +257,9 @@ func New(opts Options) (*Store, error) {
 	if s.prefix == "" {
 		s.prefix = "sluice"
 	}
-	if s.timeout <= 0 {
-		s.timeout = 50 * time.Millisecond
+	s.deadlines.timeout = opts.Timeout
+	if s.deadlines.timeout <= 0 {
+		s.deadlines.timeout = 50 * time.Millisecond
 	}
 	if opts.OnError > Deny {
 		return nil, fmt.Errorf("redisstore: invalid OnError %d", opts.OnError)
@@ -356,6 +360,7 @@ func (s *Store) Close() error {
 	if s.ownFall != nil {
 		s.ownFall.Close()
 	}
+	s.deadlines.stop()
 	return nil
 }
 
@@ -528,7 +533,7 @@ func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, 
 		s.breaker.abandon()
 		return nil, s.connector.err()
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := s.deadlines.bound(ctx)
 	defer cancel()
 	res, err := script.Exec(cctx, client, keys, args).AsIntSlice()
 	if err != nil {
@@ -758,7 +763,7 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	if client == nil {
 		return fmt.Errorf("redisstore: reset: %w", s.connector.err())
 	}
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	cctx, cancel := s.deadlines.bound(ctx)
 	defer cancel()
 	keys := s.keys(c, p, key)
 	if err := client.Do(cctx, client.B().Del().Key(keys...).Build()).Error(); err != nil {
