@@ -39,15 +39,12 @@ type batchTaker interface {
 // would be denied, then charges them in order; only a concurrent request
 // slipping between the check and the charge can then deny a later request
 // after earlier ones were charged, and those charges stay. len(out) must be
-// at least len(reqs).
+// at least len(reqs), or TakeAll returns ErrInvalidBatch.
 func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
-	if len(out) < len(reqs) {
-		return false, fmt.Errorf("sluice: TakeAll: %d requests but room for %d decisions", len(reqs), len(out))
-	}
 	if b, ok := store.(batchTaker); ok && len(reqs) > 1 {
 		return b.TakeAll(ctx, reqs, out) // it checks the batch itself
 	}
-	if err := CheckBatch(reqs); err != nil {
+	if err := CheckBatch(reqs, out); err != nil {
 		return false, err
 	}
 	switch len(reqs) {
@@ -86,12 +83,16 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 	return true, nil
 }
 
-// CheckBatch returns an error if TakeAll cannot decide reqs: a request has
-// no policy (ErrInvalidBatch) or a cost its policy can never admit, or two
-// requests are for the same key under policies that share the state of a
-// limit (equal IDs; ErrInvalidBatch), so that one batch would count the key
-// twice. Stores that implement TakeAll call it.
-func CheckBatch(reqs []Request) error {
+// CheckBatch returns an error if TakeAll cannot decide reqs into out: out
+// has room for fewer decisions than reqs has requests (ErrInvalidBatch), a
+// request has no policy (ErrInvalidBatch) or a cost its policy can never
+// admit, or two requests are for the same key under policies that share the
+// state of a limit (equal IDs; ErrInvalidBatch), so that one batch would
+// count the key twice. Stores that implement TakeAll call it.
+func CheckBatch(reqs []Request, out []Decision) error {
+	if len(out) < len(reqs) {
+		return fmt.Errorf("%w: %d requests but room for %d decisions", ErrInvalidBatch, len(reqs), len(out))
+	}
 	for i, r := range reqs {
 		if r.Policy == nil {
 			return fmt.Errorf("%w: request %d has no policy", ErrInvalidBatch, i)

@@ -85,8 +85,9 @@ var (
 	// window algorithm; only TokenBucket and GCRA can schedule requests.
 	ErrReserveUnsupported = errors.New("sluice: reserve needs token_bucket or gcra limits")
 	// ErrInvalidBatch reports a TakeAll batch that cannot be decided: a
-	// request without a policy, or two requests for one key under
-	// policies that share a limit's state.
+	// request without a policy, two requests for one key under policies
+	// that share a limit's state, or fewer places for decisions than
+	// requests.
 	ErrInvalidBatch = errors.New("sluice: invalid batch")
 )
 

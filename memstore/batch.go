@@ -32,7 +32,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	if len(reqs) > maxBatch {
 		h, shards = make([]hashed, 0, len(reqs)), make([]uint32, 0, len(reqs))
 	}
-	if err := sluice.CheckBatch(reqs); err != nil {
+	if err := sluice.CheckBatch(reqs, out); err != nil {
 		return false, err
 	}
 	for _, r := range reqs {

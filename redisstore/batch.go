@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 
@@ -35,13 +34,10 @@ import (
 // on the fallback store (when that store can), Allow admits it, Deny denies
 // it; every Decision then has Degraded set.
 func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
-	if len(out) < len(reqs) {
-		return false, fmt.Errorf("redisstore: TakeAll: %d requests but room for %d decisions", len(reqs), len(out))
-	}
 	var cs [8]*compiled
 	comp := cs[:0]
 	limits, script := 0, plainScript
-	if err := sluice.CheckBatch(reqs); err != nil {
+	if err := sluice.CheckBatch(reqs, out); err != nil {
 		return false, err
 	}
 	for _, r := range reqs {

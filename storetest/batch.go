@@ -134,6 +134,7 @@ func (s *suite) testTakeAll(t *testing.T) {
 			{"nil_policy", []sluice.Request{{Policy: p, Key: "k", N: 1}, {Key: "k", N: 1}}, sluice.ErrInvalidBatch},
 			{"zero_cost", []sluice.Request{{Policy: p, Key: "k", N: 1}, {Policy: p, Key: "j", N: 0}}, sluice.ErrInvalidCost},
 			{"cost_beyond_limit", []sluice.Request{{Policy: p, Key: "k", N: 6}, {Policy: p, Key: "j", N: 1}}, sluice.ErrCostExceedsCapacity},
+			{"out_too_short", []sluice.Request{{Policy: p, Key: "k", N: 1}, {Policy: p, Key: "j", N: 1}, {Policy: p, Key: "i", N: 1}}, sluice.ErrInvalidBatch},
 		} {
 			ok, err := sluice.TakeAll(e.ctx(), e.store, c.reqs, out)
 			if ok || !errors.Is(err, c.want) {
