@@ -84,7 +84,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 			args = append(args, n)
 		}
 	}
-	res, err := s.exec(ctx, script, "batch", keys, args, 2+4*limits)
+	res, err := s.exec(ctx, script, "batch", keys, args, nil, 2+4*limits)
 	if err != nil {
 		return s.degradeAll(ctx, reqs, out, err)
 	}

@@ -496,9 +496,9 @@ func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
 	return s.appendKeys(make([]string, 0, 2*len(c.suffixes)), c, p, key)
 }
 
-// call runs the script for key under p. It returns the script's reply, or
-// an error that sent the decision to the OnError path.
-func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64) ([]int64, error) {
+// call runs the script for key under p. It returns the script's reply,
+// appended to res, or an error that sent the decision to the OnError path.
+func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
 	if !s.breaker.allow() {
 		return nil, ErrCircuitOpen
 	}
@@ -512,7 +512,8 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	if op == "cancel" {
 		want = 2
 	}
-	return s.exec(ctx, c.script, op, s.keys(c, p, key), args, want)
+	var kb [4]string // the keys of up to two limits, on the stack
+	return s.exec(ctx, c.script, op, s.appendKeys(kb[:0], c, p, key), args, res, want)
 }
 
 // scriptNow is the script's time argument: Options.Clock's time in µs, or
@@ -525,9 +526,9 @@ func (s *Store) scriptNow() string {
 }
 
 // exec runs script within the store's timeout, minding the circuit breaker,
-// and checks that the reply holds want values. The caller has asked the
-// breaker first.
-func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, args []string, want int) ([]int64, error) {
+// checks that the reply holds want integers and appends them to res. The
+// caller has asked the breaker first.
+func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, args []string, res []int64, want int) ([]int64, error) {
 	client := s.client()
 	if client == nil {
 		s.breaker.abandon()
@@ -535,7 +536,7 @@ func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, 
 	}
 	cctx, cancel := s.deadlines.bound(ctx)
 	defer cancel()
-	res, err := script.Exec(cctx, client, keys, args).AsIntSlice()
+	reply, err := script.Exec(cctx, client, keys, args).ToArray()
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			s.breaker.abandon()
@@ -544,9 +545,17 @@ func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, 
 		s.breaker.failure()
 		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
 	}
-	if len(res) != want {
+	if len(reply) != want {
 		s.breaker.failure()
-		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(res))
+		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(reply))
+	}
+	for i := range reply {
+		v, err := reply[i].AsInt64()
+		if err != nil {
+			s.breaker.failure()
+			return nil, fmt.Errorf("redisstore: %s: reply value %d: %w", op, i, err)
+		}
+		res = append(res, v)
 	}
 	s.breaker.success()
 	return res, nil
@@ -635,7 +644,8 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 			}
 		}
 	}
-	res, err := s.call(ctx, c, p, key, "take", n, 0)
+	var rb [10]int64 // the reply for up to two limits, on the stack
+	res, err := s.call(ctx, c, p, key, "take", n, 0, rb[:0])
 	if err != nil {
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 	}
@@ -688,7 +698,8 @@ func (s *Store) Peek(ctx context.Context, p *sluice.Policy, key string) (sluice.
 	if c.err != nil {
 		return sluice.Decision{}, c.err
 	}
-	res, err := s.call(ctx, c, p, key, "peek", 0, 0)
+	var rb [10]int64
+	res, err := s.call(ctx, c, p, key, "peek", 0, 0, rb[:0])
 	if err != nil {
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Peek(ctx, p, key) })
 	}
@@ -705,7 +716,8 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 	if s.deny != nil {
 		s.deny.forget(s.deny.id(c.slots, key))
 	}
-	res, err := s.call(ctx, c, p, key, "reserve", n, maxUs)
+	var rb [10]int64
+	res, err := s.call(ctx, c, p, key, "reserve", n, maxUs, rb[:0])
 	if err != nil {
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
 	}
@@ -729,7 +741,8 @@ func (s *Store) Cancel(ctx context.Context, p *sluice.Policy, key string, n int6
 	if s.deny != nil {
 		s.deny.forget(s.deny.id(c.slots, key))
 	}
-	if _, err := s.call(ctx, c, p, key, "cancel", n, at.UnixMicro()); err != nil {
+	var rb [2]int64
+	if _, err := s.call(ctx, c, p, key, "cancel", n, at.UnixMicro(), rb[:0]); err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			return cerr
 		}
