@@ -213,6 +213,12 @@ func newTierPolicy(store sluice.Store, name string, lim sluice.Limit) (*tierPoli
 }
 
 // Handler returns next wrapped by the limiter.
+//
+// The store's decisions for a request, and giving back what a refused
+// request had reserved, run to completion even if the client goes away:
+// the store's own timeout bounds them, and a client cannot dodge a charge,
+// or have its departure counted as a store error, by hanging up. Waiting
+// out a Delay rule's delay ends as soon as the client goes away.
 func (l *Limiter) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { l.serve(w, r, next) })
 }
@@ -344,7 +350,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
-	ctx := r.Context()
+	ctx := context.WithoutCancel(r.Context()) // see Handler
 	denied, failed := l.decide(ctx, c)
 	switch {
 	case failed && l.failClosed:
@@ -374,9 +380,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
-		case <-ctx.Done():
+		case <-r.Context().Done():
 			t.Stop()
-			l.cancel(context.WithoutCancel(ctx), c)
+			l.cancel(ctx, c)
 			ev.Outcome, ev.Delay = OutcomeError, delay
 			if l.obs != nil {
 				l.obs.Observe(r, ev)
