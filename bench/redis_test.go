@@ -28,7 +28,9 @@ import (
 // redis-server, side by side in one run: Sluice's Redis store at 1, 64 and
 // 1,024 concurrent callers; go-redis/redis_rate (GCRA), the peer, likewise;
 // and redis-benchmark -P 16 sending Sluice's own script with the same
-// arguments, the ceiling of this machine. The ceiling keeps 1,024 calls in
+// arguments, the ceiling of this machine. Sluice runs with its defaults,
+// which gather concurrent decisions into shared script calls, and with one
+// script call per decision, as the ceiling makes. The ceiling keeps 1,024 calls in
 // flight (64 connections, 16 pipelined on each); 1,024 callers keep as many,
 // 64 callers a sixteenth of that. Keys are picked at random among 100,000 and
 // every decision admits and writes. The rate is 100,000 per second per key:
@@ -44,9 +46,11 @@ func BenchmarkRedis(b *testing.B) {
 	}
 
 	// sluiceWith returns the decision function of a Sluice Redis store
-	// with the given connections and flush delay (zero: the defaults).
-	sluiceWith := func(conns int, flush time.Duration) func(string) bool {
-		store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1, Connections: conns, FlushDelay: flush})
+	// with the given connections, flush delay and coalescing (zero: the
+	// defaults).
+	sluiceWith := func(conns int, flush time.Duration, coalesce int) func(string) bool {
+		store, err := redisstore.New(redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, DenyCache: -1,
+			Connections: conns, FlushDelay: flush, Coalesce: coalesce})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -80,8 +84,9 @@ func BenchmarkRedis(b *testing.B) {
 			name  string
 			allow func(string) bool
 		}{
-			{"sluice", sluiceWith(0, 0)},                      // the defaults: 2 connections, 20µs
-			{"sluice-4conns-noflushdelay", sluiceWith(4, -1)}, // rueidis's own defaults
+			{"sluice", sluiceWith(0, 0, 0)},                      // the defaults: 2 connections, 20µs, up to 32 takes per call
+			{"sluice-nocoalesce", sluiceWith(0, 0, 1)},           // one script call per decision, as the ceiling makes
+			{"sluice-4conns-noflushdelay", sluiceWith(4, -1, 1)}, // rueidis's own defaults, one call per decision
 			{"redis_rate", peerAllow},
 		} {
 			b.Run(fmt.Sprintf("callers=%d/limiter=%s", callers, l.name), func(b *testing.B) {
@@ -125,7 +130,7 @@ func BenchmarkRedis(b *testing.B) {
 // reads the server has done from its clients' sockets.
 type cpuUse struct {
 	client, server time.Duration
-	reads          int64
+	reads, calls   int64
 }
 
 // readCPU reads the client's CPU time (who is syscall.RUSAGE_SELF or
@@ -148,8 +153,14 @@ func readCPU(b *testing.B, srv *redistest.Server, who int) cpuUse {
 		b.Fatal("INFO stats has no total_reads_processed")
 	}
 	u.reads, _ = strconv.ParseInt(m[1], 10, 64)
+	if m := callsLine.FindStringSubmatch(srv.Do(b, "INFO", "commandstats")); m != nil {
+		u.calls, _ = strconv.ParseInt(m[1], 10, 64)
+	}
 	return u
 }
+
+// callsLine matches the number of EVALSHA calls the server has run.
+var callsLine = regexp.MustCompile(`(?m)^cmdstat_evalsha:calls=([0-9]+)`)
 
 // readsLine matches the number of socket reads the server has processed.
 var readsLine = regexp.MustCompile(`(?m)^total_reads_processed:([0-9]+)`)
@@ -159,8 +170,8 @@ var readsLine = regexp.MustCompile(`(?m)^total_reads_processed:([0-9]+)`)
 var cpuLine = regexp.MustCompile(`(?m)^used_cpu_(?:user|sys):([0-9.]+)`)
 
 // report reports the client's and the server's CPU per decision since
-// before, over n decisions, and how many decisions the server read per
-// socket read. On this project's two-core machines the client and the
+// before, over n decisions, how many decisions the server read per socket
+// read, and how many each script call decided. On this project's two-core machines the client and the
 // server share the CPUs, so the client's CPU per decision bounds how much is
 // left for the server: a steadier figure than decisions/s when the host is
 // noisy. Decisions per read is how well the client batches its writes: each
@@ -171,6 +182,9 @@ func (u cpuUse) report(b *testing.B, before cpuUse, n int) {
 	b.ReportMetric(float64(u.server-before.server)/1e3/float64(n), "server-µs/op")
 	if reads := u.reads - before.reads; reads > 0 {
 		b.ReportMetric(float64(n)/float64(reads), "ops/read")
+	}
+	if calls := u.calls - before.calls; calls > 0 {
+		b.ReportMetric(float64(n)/float64(calls), "ops/call")
 	}
 }
 

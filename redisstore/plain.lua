@@ -1,8 +1,8 @@
 -- Sluice's Redis script for policies whose every limit runs on plain
 -- numbers: the store sends it instead of sluice.lua when every intermediate
 -- value of every limit stays below 2^52, where Lua's doubles are exact
--- integers (nearly all real rules). It takes the same KEYS and ARGV, returns
--- the same reply, keeps the same state in the same keys and makes the same
+-- integers (nearly all real rules). It takes the same KEYS and ARGV (and
+-- one op more, "each", below), returns the same reply, keeps the same state in the same keys and makes the same
 -- decisions as sluice.lua, and mirrors package algo's Go code as that does.
 --
 -- It is written for speed: Redis runs the whole chunk on every call, so it
@@ -57,9 +57,15 @@ end
 -- with.
 local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 -- A batch (several policies and keys decided together, op "batch") gives
--- each limit its own cost, in the nl arguments after the limits'.
-local costs
-if op == 'batch' then costs = 5 + nl * 7 end
+-- each limit its own cost, in the nl arguments after the limits'. Op "each"
+-- (only in this script) is a batch of independent requests, as the store
+-- gathers concurrent takes into one call: after the costs come the number
+-- of limits of each request, and each request is charged to all of its
+-- limits or to none, in order, as if by calls of "take" one after the
+-- other at the same time.
+local costs, groups, gend
+if op == 'batch' or op == 'each' then costs = 5 + nl * 7 end
+if op == 'each' then groups, gend = costs + nl + 1, tonumber(ARGV[costs + nl + 1]) end
 local now, slack
 if ARGV[3] ~= '' then
   now, slack = tonumber(ARGV[3]), 3600000
@@ -130,7 +136,7 @@ if op == 'cancel' then
 end
 
 -- Reserve: the earliest time every limit admits n (algo.Rule.Wait).
-local at, wait, commit = now, 0, op == 'take' or op == 'batch'
+local at, wait, commit = now, 0, op == 'take' or op == 'batch' or op == 'each'
 if op == 'peek' then n = 0 end
 if op == 'reserve' then
   for i = 1, nl do
@@ -160,9 +166,34 @@ if op == 'reserve' then
 end
 commit = commit and n > 0
 
+-- write makes the writes in pend (key, value, TTL; for sliding_log, what
+-- recording needs).
+local function write(pend)
+  for _, w in ipairs(pend) do
+    local i, v, ttl = w[1], w[2], w[3]
+    local key = KEYS[2 * i - 1]
+    if type(v) == 'string' then
+      redis.call('SET', key, v, 'PX', ttl)
+    else
+      -- Record a sliding_log request (algo.Log.record).
+      local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
+      local period = tonumber(ARGV[5 + (i - 1) * 7 + 3])
+      if live ~= sum then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))
+        sum = live
+      end
+      seq = seq + 1
+      sum = sum + n
+      redis.call('ZADD', key, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
+      redis.call('PEXPIRE', key, ttl)
+      redis.call('SET', KEYS[2 * i], string.format('%.0f %.0f', sum, seq), 'PX', ttl)
+    end
+  end
+end
+
 -- Decide every limit at time at. A request is charged to every limit or to
--- none: the writes wait in pend (key, value, TTL; for sliding_log, what
--- recording needs) until every limit has admitted it.
+-- none: the writes wait in pend until every limit has admitted it (for
+-- "each", every limit of that request).
 local out, all, pend = {now, wait}, true, nil
 for i = 1, nl do
   local b = 5 + (i - 1) * 7
@@ -332,28 +363,14 @@ for i = 1, nl do
     pend = pend or {}
     pend[#pend + 1] = {i, v, ttl}
   end
-end
-
-if all and pend then
-  for _, w in ipairs(pend) do
-    local i, v, ttl = w[1], w[2], w[3]
-    local key = KEYS[2 * i - 1]
-    if type(v) == 'string' then
-      redis.call('SET', key, v, 'PX', ttl)
-    else
-      -- Record a sliding_log request (algo.Log.record).
-      local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
-      local period = tonumber(ARGV[5 + (i - 1) * 7 + 3])
-      if live ~= sum then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))
-        sum = live
-      end
-      seq = seq + 1
-      sum = sum + n
-      redis.call('ZADD', key, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
-      redis.call('PEXPIRE', key, ttl)
-      redis.call('SET', KEYS[2 * i], string.format('%.0f %.0f', sum, seq), 'PX', ttl)
-    end
+  if i == gend then
+    -- The last limit of one of "each"'s requests.
+    if all and pend then write(pend) end
+    all, pend, groups = true, nil, groups + 1
+    local g = ARGV[groups]
+    if g then gend = gend + tonumber(g) end
   end
 end
+
+if all and pend then write(pend) end
 return out

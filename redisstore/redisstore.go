@@ -179,6 +179,22 @@ type Options struct {
 	// BENCHMARKS.md measures both defaults. Ignored with Client.
 	FlushDelay time.Duration
 
+	// Coalesce is the most takes the store sends to Redis in one call of
+	// its script. While the store's calls to Redis are all in flight (two
+	// at a time), concurrent takes queue, and each call that returns hands
+	// the queue on as one call that decides every take on its own, in
+	// order, atomically, exactly as separate calls would. Redis then spends
+	// about a third less CPU per decision and the client writes less. A take
+	// that finds a call free goes at once and alone, so a lone caller waits
+	// for nothing. Only takes are coalesced, only on a single server or a
+	// Sentinel-managed one (a cluster's keys lie in different slots), only
+	// for policies in plain arithmetic (nearly all), and only for callers
+	// whose context has no deadline of its own. A queued take still ends
+	// with its context; once sent, Timeout after the oldest take of its call
+	// arrived bounds its wait. Default 32, at most 256; 1 or less sends
+	// every take alone.
+	Coalesce int
+
 	// Prefix starts every key. Default "sluice".
 	Prefix string
 	// Timeout bounds how long a decision waits for Redis before it takes
@@ -228,7 +244,8 @@ type Store struct {
 	ownClient bool
 	connector *connector // with ConnectLater, until connected
 	prefix    string
-	deadlines deadlines // bounds calls by Options.Timeout
+	deadlines deadlines  // bounds calls by Options.Timeout
+	co        *coalescer // nil with Options.Coalesce 1
 	onError   Failure
 	fallback  sluice.Store
 	ownFall   *memstore.Store
@@ -260,6 +277,12 @@ func New(opts Options) (*Store, error) {
 	s.deadlines.timeout = opts.Timeout
 	if s.deadlines.timeout <= 0 {
 		s.deadlines.timeout = 50 * time.Millisecond
+	}
+	switch {
+	case opts.Coalesce == 0:
+		s.co = &coalescer{maxBusy: 2, maxBatch: 32}
+	case opts.Coalesce > 1:
+		s.co = &coalescer{maxBusy: 2, maxBatch: min(opts.Coalesce, 256)}
 	}
 	if opts.OnError > Deny {
 		return nil, fmt.Errorf("redisstore: invalid OnError %d", opts.OnError)
@@ -504,9 +527,7 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	}
 	args := c.take1
 	if op != "take" || n != 1 || s.clock != nil {
-		args = make([]string, 0, 5+len(c.args))
-		args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
-		args = append(args, c.args...)
+		args = takeArgs(c, op, n, s.scriptNow(), arg)
 	}
 	want := 2 + 4*len(c.suffixes)
 	if op == "cancel" {
@@ -514,6 +535,14 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	}
 	var kb [4]string // the keys of up to two limits, on the stack
 	return s.exec(ctx, c.script, op, s.appendKeys(kb[:0], c, p, key), args, res, want)
+}
+
+// takeArgs returns the script's ARGV for op of cost n on c's limits at now
+// (see scriptNow), with arg its maxWait or due time.
+func takeArgs(c *compiled, op string, n int64, now string, arg int64) []string {
+	args := make([]string, 0, 5+len(c.args))
+	args = append(args, op, strconv.FormatInt(n, 10), now, strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
+	return append(args, c.args...)
 }
 
 // scriptNow is the script's time argument: Options.Clock's time in µs, or
@@ -529,13 +558,19 @@ func (s *Store) scriptNow() string {
 // checks that the reply holds want integers and appends them to res. The
 // caller has asked the breaker first.
 func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, args []string, res []int64, want int) ([]int64, error) {
+	cctx, cancel := s.deadlines.bound(ctx)
+	defer cancel()
+	return s.run(ctx, cctx, script, op, keys, args, res, want)
+}
+
+// run is exec within cctx, ctx bounded: an error after ctx has ended is
+// the caller's, not Redis's.
+func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, keys, args []string, res []int64, want int) ([]int64, error) {
 	client := s.client()
 	if client == nil {
 		s.breaker.abandon()
 		return nil, s.connector.err()
 	}
-	cctx, cancel := s.deadlines.bound(ctx)
-	defer cancel()
 	reply, err := script.Exec(cctx, client, keys, args).ToArray()
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
@@ -645,7 +680,13 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 		}
 	}
 	var rb [10]int64 // the reply for up to two limits, on the stack
-	res, err := s.call(ctx, c, p, key, "take", n, 0, rb[:0])
+	var res []int64
+	var err error
+	if s.coalesces(ctx, c) {
+		res, err = s.co.take(ctx, s, c, p, key, n, rb[:0])
+	} else {
+		res, err = s.call(ctx, c, p, key, "take", n, 0, rb[:0])
+	}
 	if err != nil {
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 	}
@@ -654,6 +695,19 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 		s.remember(id, n, d)
 	}
 	return d, nil
+}
+
+// coalesces reports whether a take under c with ctx goes through the
+// coalescer (see Options.Coalesce).
+func (s *Store) coalesces(ctx context.Context, c *compiled) bool {
+	if s.co == nil || c.script != plainScript {
+		return false
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return false
+	}
+	cl := s.client()
+	return cl != nil && cl.Mode() != rueidis.ClientModeCluster
 }
 
 // remember updates the cache of denials with Redis's answer d for a request

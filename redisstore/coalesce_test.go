@@ -1,0 +1,153 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// TestEachMatchesTakes holds the script's "each" op, which decides the takes
+// the store has gathered into one call, to the same takes made one after
+// the other: random batches of up to 12 takes over three keys (so a batch
+// often holds several takes of one key), every algorithm, one or two limits,
+// costs up to 3, against a twin store under the same clock.
+func TestEachMatchesTakes(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epoch)
+	batched := newStore(t, srv, clk, redisstore.Options{Prefix: "each", DenyCache: -1})
+	single := newStore(t, srv, clk, redisstore.Options{Prefix: "single", DenyCache: -1, Coalesce: 1})
+	policies := []*sluice.Policy{
+		policy(t, "gcra", sluice.Limit{Algorithm: sluice.GCRA, Count: 7, Period: 3 * time.Second, Burst: 4}),
+		policy(t, "tb", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 5, Period: time.Second, Burst: 3}),
+		policy(t, "fw", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Second}),
+		policy(t, "sw", sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 6, Period: 2 * time.Second}),
+		policy(t, "sl", sluice.Limit{Algorithm: sluice.SlidingLog, Count: 4, Period: time.Second}),
+		policy(t, "two", sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Second, Burst: 3},
+			sluice.Limit{Algorithm: sluice.SlidingLog, Count: 6, Period: 2 * time.Second}),
+		policy(t, "two-windows", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 4, Period: time.Second},
+			sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 9, Period: 5 * time.Second}),
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(3, 4))
+	decided := 0
+	for round := range 300 {
+		clk.Advance(time.Duration(rng.Int64N(400)) * time.Millisecond)
+		reqs := make([]sluice.Request, 1+rng.IntN(12))
+		for i := range reqs {
+			p := policies[rng.IntN(len(policies))]
+			reqs[i] = sluice.Request{Policy: p, Key: "k" + strconv.Itoa(rng.IntN(3)), N: 1 + rng.Int64N(min(3, p.Rule(0).Capacity()))}
+		}
+		got, err := redisstore.Each(batched, reqs)
+		if err != nil {
+			t.Fatalf("round %d: each: %v", round, err)
+		}
+		for i, r := range reqs {
+			want, err := single.Take(ctx, r.Policy, r.Key, r.N)
+			if err != nil {
+				t.Fatalf("round %d: take: %v", round, err)
+			}
+			g := got[i]
+			if g.Allowed != want.Allowed || g.Remaining != want.Remaining || g.Limit != want.Limit || g.Index != want.Index ||
+				g.RetryAfter != want.RetryAfter || g.ResetAfter != want.ResetAfter || !g.Time.Equal(want.Time) || g.Degraded {
+				t.Fatalf("round %d, take %d of %d (%s %s, cost %d): in one call %+v\none after the other %+v",
+					round, i+1, len(reqs), r.Policy.Name(), r.Key, r.N, g, want)
+			}
+			decided++
+		}
+	}
+	t.Logf("%d takes in 300 calls", decided)
+}
+
+// TestCoalescedTakesAreExact hammers one key with 64 goroutines on each of
+// two stores: the store gathers their takes into fewer script calls than
+// decisions, and exactly the limit is admitted.
+func TestCoalescedTakesAreExact(t *testing.T) {
+	srv := redistest.Start(t)
+	const limit = 2000
+	var lims []*sluice.Limiter
+	for range 2 {
+		s := open(t, redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second, DenyCache: -1})
+		lims = append(lims, limiter(t, s, "hot", sluice.Limit{Algorithm: sluice.FixedWindow, Count: limit, Period: time.Hour}))
+	}
+	before := commandCalls(t, srv, "evalsha", "eval")
+	admitted := hammer(t, lims, "k", 64, 40)
+	calls := commandCalls(t, srv, "evalsha", "eval") - before
+	if admitted != limit {
+		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, 2*64*40, limit)
+	}
+	if decisions := 2 * 64 * 40; calls >= decisions/2 {
+		t.Errorf("%d decisions took %d script calls, want them gathered into fewer than half as many", decisions, calls)
+	} else {
+		t.Logf("%d decisions in %d script calls", decisions, calls)
+	}
+}
+
+// TestCoalescedTakesWithinTimeout stops Redis while takes are in flight and
+// queued: every take, sent or queued, answers from the fallback within the
+// Timeout of its arrival (plus scheduling slack), a queued take whose
+// caller gives up returns at once, and the store recovers once Redis is
+// back.
+func TestCoalescedTakesWithinTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 300 * time.Millisecond
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: timeout, DenyCache: -1, BreakerThreshold: 1000})
+	p := policy(t, "p", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1000, Period: time.Hour})
+	ctx := context.Background()
+	if _, err := store.Take(ctx, p, "warm", 1); err != nil {
+		t.Fatal(err)
+	}
+	srv.Pause(t)
+	var wg sync.WaitGroup
+	took := make([]time.Duration, 40)
+	degraded := make([]bool, 40)
+	for i := range took {
+		wg.Go(func() {
+			start := time.Now()
+			d, err := store.Take(ctx, p, fmt.Sprint("k", i), 1)
+			took[i] = time.Since(start)
+			degraded[i] = err == nil && d.Degraded
+		})
+		if i == 10 {
+			time.Sleep(timeout / 2) // later arrivals queue behind calls already in flight
+		}
+	}
+	// A caller that gives up while its take waits in the queue.
+	cctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := store.Take(cctx, p, "leaver", 1)
+		gaveUp <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	cancelled := time.Now()
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Errorf("a queued take whose caller gave up: %v, want context.Canceled", err)
+	} else if d := time.Since(cancelled); d > timeout/3 {
+		t.Errorf("a queued take whose caller gave up returned after %v, want at once", d)
+	}
+	wg.Wait()
+	for i, d := range took {
+		if !degraded[i] {
+			t.Errorf("take %d: not answered by the fallback", i)
+		}
+		if d > timeout+150*time.Millisecond {
+			t.Errorf("take %d took %v, want at most the Timeout %v (plus slack)", i, d, timeout)
+		}
+	}
+	srv.Resume(t)
+	eventually(t, 5*time.Second, func() bool {
+		d, err := store.Take(ctx, p, "after", 1)
+		return err == nil && !d.Degraded
+	}, func() string { return "the store did not recover after Redis came back" })
+}
