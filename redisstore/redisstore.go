@@ -17,6 +17,12 @@
 // which no script may span; there it checks every request before it charges
 // them, in two round trips.
 //
+// Takes that arrive while the store's calls to Redis are busy share the
+// next call (Options.Coalesce): one script call then decides each of them on
+// its own, in order, atomically, exactly as separate calls would, and Redis
+// spends about a third less CPU per decision. A lone caller's take goes at
+// once and alone.
+//
 // # Time
 //
 // By default the script reads the Redis server's clock (TIME), so processes
