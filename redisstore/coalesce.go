@@ -158,12 +158,7 @@ func (s *Store) each(batch []*waiter) {
 	var err error
 	if len(batch) == 1 {
 		w := batch[0]
-		args := w.c.take1
-		if w.n != 1 || s.clock != nil {
-			args = takeArgs(w.c, "take", w.n, s.scriptNow(), 0)
-		}
-		var kb [4]string
-		res, err = s.run(context.Background(), cctx, plainScript, "take", s.appendKeys(kb[:0], w.c, w.p, w.key), args, w.buf[:0], 2+4*nl)
+		res, err = s.callWithin(context.Background(), cctx, w.c, w.p, w.key, "take", w.n, 0, w.buf[:0])
 	} else {
 		keys := make([]string, 0, 2*nl)
 		args := make([]string, 0, 5+8*nl+len(batch))

@@ -531,24 +531,25 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 	if !s.breaker.allow() {
 		return nil, ErrCircuitOpen
 	}
+	cctx, cancel := s.deadlines.bound(ctx)
+	defer cancel()
+	return s.callWithin(ctx, cctx, c, p, key, op, n, arg, res)
+}
+
+// callWithin is call within cctx, once the breaker has let it through.
+func (s *Store) callWithin(ctx, cctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
 	args := c.take1
 	if op != "take" || n != 1 || s.clock != nil {
-		args = takeArgs(c, op, n, s.scriptNow(), arg)
+		args = make([]string, 0, 5+len(c.args))
+		args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
+		args = append(args, c.args...)
 	}
 	want := 2 + 4*len(c.suffixes)
 	if op == "cancel" {
 		want = 2
 	}
 	var kb [4]string // the keys of up to two limits, on the stack
-	return s.exec(ctx, c.script, op, s.appendKeys(kb[:0], c, p, key), args, res, want)
-}
-
-// takeArgs returns the script's ARGV for op of cost n on c's limits at now
-// (see scriptNow), with arg its maxWait or due time.
-func takeArgs(c *compiled, op string, n int64, now string, arg int64) []string {
-	args := make([]string, 0, 5+len(c.args))
-	args = append(args, op, strconv.FormatInt(n, 10), now, strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
-	return append(args, c.args...)
+	return s.run(ctx, cctx, c.script, op, s.appendKeys(kb[:0], c, p, key), args, res, want)
 }
 
 // scriptNow is the script's time argument: Options.Clock's time in µs, or
