@@ -2,13 +2,14 @@
 -- numbers: the store sends it instead of sluice.lua when every intermediate
 -- value of every limit stays below 2^52, where Lua's doubles are exact
 -- integers (nearly all real rules). It takes the same KEYS and ARGV (and
--- one op more, "each", below), returns the same reply, keeps the same state in the same keys and makes the same
--- decisions as sluice.lua, and mirrors package algo's Go code as that does.
+-- one op more, "each", below), returns the same reply, keeps the same state
+-- in the same keys and makes the same decisions as sluice.lua, and mirrors
+-- package algo's Go code as that does.
 --
 -- It is written for speed: Redis runs the whole chunk on every call, so it
--- creates only three small helper closures (four for reserve and cancel)
--- and no tables but its reply (and,
--- for policies of several limits, one table of pending writes): the
+-- creates only four small helper closures (five for reserve and cancel)
+-- and no tables but its reply (and, for policies of several limits, one
+-- table of pending writes per request): the
 -- algorithms are inline in the main loop and their arithmetic is plain
 -- operators.
 
