@@ -67,24 +67,13 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
 		return s.checkThenCharge(ctx, reqs, comp, out)
 	}
-	if !s.breaker.allow() {
-		return s.degradeAll(ctx, reqs, out, ErrCircuitOpen)
+	var res []int64
+	var err error
+	if s.coalesces(ctx, script == plainScript) {
+		res, err = s.co.takeAll(ctx, s, reqs, comp, limits)
+	} else {
+		res, err = s.batchCall(ctx, reqs, comp, limits, script)
 	}
-
-	keys := make([]string, 0, 2*limits)
-	args := make([]string, 0, 5+8*limits)
-	args = append(args, "batch", "1", s.scriptNow(), "0", strconv.Itoa(limits))
-	for i, r := range reqs {
-		keys = s.appendKeys(keys, comp[i], r.Policy, r.Key)
-		args = append(args, comp[i].args...)
-	}
-	for i, r := range reqs {
-		n := strconv.FormatInt(r.N, 10)
-		for range comp[i].suffixes {
-			args = append(args, n)
-		}
-	}
-	res, err := s.exec(ctx, script, "batch", keys, args, nil, 2+4*limits)
 	if err != nil {
 		return s.degradeAll(ctx, reqs, out, err)
 	}
@@ -100,6 +89,25 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 	}
 	return ok, nil
+}
+
+// batchCall decides reqs, of limits limits in all, whole or not at all, in
+// one call of script, and returns its reply.
+func (s *Store) batchCall(ctx context.Context, reqs []sluice.Request, comp []*compiled, limits int, script *rueidis.Lua) ([]int64, error) {
+	if !s.breaker.allow() {
+		return nil, ErrCircuitOpen
+	}
+	keys := make([]string, 0, 2*limits)
+	args := make([]string, 0, 5+8*limits)
+	args = append(args, "batch", "1", s.scriptNow(), "0", strconv.Itoa(limits))
+	for i, r := range reqs {
+		keys = s.appendKeys(keys, comp[i], r.Policy, r.Key)
+		args = append(args, comp[i].args...)
+	}
+	for i, r := range reqs {
+		args = appendCost(args, r.N, len(comp[i].suffixes))
+	}
+	return s.exec(ctx, script, "batch", keys, args, nil, 2+4*limits)
 }
 
 // degradeAll answers a batch per OnError after Redis failed with err.

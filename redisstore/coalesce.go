@@ -10,10 +10,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// coalescer gathers takes that arrive while the store's calls to Redis are
-// all busy into one call of the script's "each" op, which decides every
-// request on its own, in order, exactly as separate calls at the same moment
-// would. Redis then runs one script call for many decisions: less of its CPU
+// coalescer gathers takes (and TakeAll batches, below) that arrive while
+// the store's calls to Redis are all busy into one call of the script's
+// "each" op, which decides every take on its own (and every batch whole),
+// in order, exactly as separate calls at the same moment would. Redis then runs one script call for many decisions: less of its CPU
 // per decision (the call itself costs about a third of a one-limit
 // decision) and fewer, larger writes for the client.
 //
@@ -35,19 +35,24 @@ type coalescer struct {
 	queue []*waiter // takes waiting for a call, oldest first
 }
 
-// waiter is one take on its way through the coalescer.
+// waiter is one take, or one TakeAll batch, on its way through the
+// coalescer.
 type waiter struct {
-	c     *compiled
-	p     *sluice.Policy
-	key   string
-	n     int64
-	start time.Time // when the take arrived; its wait ends Timeout later
+	c    *compiled // a take: its policy, key and cost
+	p    *sluice.Policy
+	key  string
+	n    int64
+	reqs []sluice.Request // or a batch, charged whole or not at all
+	comp []*compiled      // the batch's compiled policies
+	nl   int              // how many limits it decides
+	// start is when it arrived; its wait ends Timeout later.
+	start time.Time
 
 	res []int64 // the reply: the time and wait, then four values per limit
 	err error
 
-	// wake receives one message per take that queued: nil once res and err
-	// are set, or the batch, led by this take, that it is to send.
+	// wake receives one message per waiter that queued: nil once res and
+	// err are set, or the batch, led by this waiter, that it is to send.
 	wake chan []*waiter
 	one  [1]*waiter
 	buf  [10]int64
@@ -58,19 +63,46 @@ var waiters = sync.Pool{New: func() any { return &waiter{wake: make(chan []*wait
 // take decides a take of n for key under p, appending the script's reply
 // to dst.
 func (co *coalescer) take(ctx context.Context, s *Store, c *compiled, p *sluice.Policy, key string, n int64, dst []int64) ([]int64, error) {
-	co.mu.Lock()
-	if co.busy < co.maxBusy {
-		co.busy++
-		co.mu.Unlock()
+	w := co.join(func(w *waiter) { w.c, w.p, w.key, w.n, w.nl = c, p, key, n, len(c.suffixes) })
+	if w == nil {
 		res, err := s.call(ctx, c, p, key, "take", n, 0, dst)
 		co.next()
 		return res, err
 	}
-	w := waiters.Get().(*waiter)
-	w.c, w.p, w.key, w.n, w.start = c, p, key, n, time.Now()
-	co.queue = append(co.queue, w)
-	co.mu.Unlock()
+	return co.wait(ctx, s, w, dst)
+}
 
+// takeAll decides a batch of requests of nl limits in all, whole or not at
+// all, as Store.TakeAll, returning the script's reply.
+func (co *coalescer) takeAll(ctx context.Context, s *Store, reqs []sluice.Request, comp []*compiled, nl int) ([]int64, error) {
+	w := co.join(func(w *waiter) { w.reqs, w.comp, w.nl = reqs, comp, nl })
+	if w == nil {
+		res, err := s.batchCall(ctx, reqs, comp, nl, plainScript)
+		co.next()
+		return res, err
+	}
+	return co.wait(ctx, s, w, nil)
+}
+
+// join takes a place for a call in flight and returns nil, or, when every
+// place is taken, queues a waiter that fill describes and returns it.
+func (co *coalescer) join(fill func(*waiter)) *waiter {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if co.busy < co.maxBusy {
+		co.busy++
+		return nil
+	}
+	w := waiters.Get().(*waiter)
+	fill(w)
+	w.start = time.Now()
+	co.queue = append(co.queue, w)
+	return w
+}
+
+// wait waits for w's result, or for the batch it is to send, and appends
+// the result to dst.
+func (co *coalescer) wait(ctx context.Context, s *Store, w *waiter, dst []int64) ([]int64, error) {
 	var batch []*waiter
 	select {
 	case batch = <-w.wake:
@@ -104,7 +136,7 @@ func (co *coalescer) leave(w *waiter) bool {
 // send sends batch, led by batch[0], and wakes its other takes once their
 // results are set; then it hands the queue on.
 func (co *coalescer) send(s *Store, batch []*waiter) {
-	s.each(batch)
+	s.sendBatch(batch)
 	for _, w := range batch[1:] {
 		w.wake <- nil
 	}
@@ -134,14 +166,14 @@ func (co *coalescer) next() {
 }
 
 func (w *waiter) release() {
-	w.c, w.p, w.key, w.res, w.err, w.one[0] = nil, nil, "", nil, nil, nil
+	w.c, w.p, w.key, w.reqs, w.comp, w.res, w.err, w.one[0] = nil, nil, "", nil, nil, nil, nil, nil
 	waiters.Put(w)
 }
 
-// each decides the takes of batch in one call of the script's "each" op
-// (one alone as a plain take), within Timeout of the oldest one's arrival,
-// and sets their results.
-func (s *Store) each(batch []*waiter) {
+// sendBatch decides the waiters of batch in one call of the script's "each"
+// op (a lone take as a plain take), within Timeout of the oldest one's
+// arrival, and sets their results.
+func (s *Store) sendBatch(batch []*waiter) {
 	cctx, cancel := context.WithDeadline(context.Background(), batch[0].start.Add(s.deadlines.timeout))
 	defer cancel()
 	if !s.breaker.allow() {
@@ -152,32 +184,38 @@ func (s *Store) each(batch []*waiter) {
 	}
 	nl := 0
 	for _, w := range batch {
-		nl += len(w.c.suffixes)
+		nl += w.nl
 	}
 	var res []int64
 	var err error
-	if len(batch) == 1 {
-		w := batch[0]
+	if w := batch[0]; len(batch) == 1 && w.reqs == nil {
 		res, err = s.callWithin(context.Background(), cctx, w.c, w.p, w.key, "take", w.n, 0, w.buf[:0])
 	} else {
 		keys := make([]string, 0, 2*nl)
 		args := make([]string, 0, 5+8*nl+len(batch))
 		args = append(args, "each", "1", s.scriptNow(), "0", strconv.Itoa(nl))
 		for _, w := range batch {
-			keys = s.appendKeys(keys, w.c, w.p, w.key)
-			args = append(args, w.c.args...)
-		}
-		for _, w := range batch {
-			n := "1"
-			if w.n != 1 {
-				n = strconv.FormatInt(w.n, 10)
+			if w.reqs == nil {
+				keys = s.appendKeys(keys, w.c, w.p, w.key)
+				args = append(args, w.c.args...)
+				continue
 			}
-			for range w.c.suffixes {
-				args = append(args, n)
+			for i, r := range w.reqs {
+				keys = s.appendKeys(keys, w.comp[i], r.Policy, r.Key)
+				args = append(args, w.comp[i].args...)
 			}
 		}
 		for _, w := range batch {
-			args = append(args, strconv.Itoa(len(w.c.suffixes)))
+			if w.reqs == nil {
+				args = appendCost(args, w.n, w.nl)
+				continue
+			}
+			for i, r := range w.reqs {
+				args = appendCost(args, r.N, len(w.comp[i].suffixes))
+			}
+		}
+		for _, w := range batch {
+			args = append(args, strconv.Itoa(w.nl))
 		}
 		res, err = s.run(context.Background(), cctx, plainScript, "take", keys, args, nil, 2+4*nl)
 	}
@@ -187,8 +225,20 @@ func (s *Store) each(batch []*waiter) {
 		if err != nil {
 			continue
 		}
-		k := 4 * len(w.c.suffixes)
+		k := 4 * w.nl
 		w.res = append(append(w.buf[:0], res[0], res[1]), res[at:at+k]...)
 		at += k
 	}
+}
+
+// appendCost appends cost n once per limit, for limits limits.
+func appendCost(args []string, n int64, limits int) []string {
+	c := "1"
+	if n != 1 {
+		c = strconv.FormatInt(n, 10)
+	}
+	for range limits {
+		args = append(args, c)
+	}
+	return args
 }

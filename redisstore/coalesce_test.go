@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 )
 
 // TestEachMatchesTakes holds the script's "each" op, which decides the takes
-// the store has gathered into one call, to the same takes made one after
-// the other: random batches of up to 12 takes over three keys (so a batch
-// often holds several takes of one key), every algorithm, one or two limits,
-// costs up to 3, against a twin store under the same clock.
+// and TakeAll batches the store has gathered into one call, to the same
+// takes and batches made one after the other: random calls of up to 10
+// groups, each a take or a batch of up to three requests, over three keys
+// (so a call often decides one key several times), every algorithm, one or
+// two limits, costs up to 3, against a twin store under the same clock.
 func TestEachMatchesTakes(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewFake(epoch)
@@ -39,33 +41,53 @@ func TestEachMatchesTakes(t *testing.T) {
 	}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(3, 4))
-	decided := 0
+	decided, batches := 0, 0
 	for round := range 300 {
 		clk.Advance(time.Duration(rng.Int64N(400)) * time.Millisecond)
-		reqs := make([]sluice.Request, 1+rng.IntN(12))
-		for i := range reqs {
-			p := policies[rng.IntN(len(policies))]
-			reqs[i] = sluice.Request{Policy: p, Key: "k" + strconv.Itoa(rng.IntN(3)), N: 1 + rng.Int64N(min(3, p.Rule(0).Capacity()))}
+		groups := make([][]sluice.Request, 1+rng.IntN(10))
+		for i := range groups {
+			size := 1
+			if rng.IntN(3) == 0 {
+				size = 2 + rng.IntN(2)
+			}
+			seen := map[string]bool{}
+			for len(groups[i]) < size {
+				p := policies[rng.IntN(len(policies))]
+				key := "k" + strconv.Itoa(rng.IntN(3))
+				if seen[p.Name()+"/"+key] {
+					continue // a batch holds distinct (policy, key) pairs
+				}
+				seen[p.Name()+"/"+key] = true
+				groups[i] = append(groups[i], sluice.Request{Policy: p, Key: key, N: 1 + rng.Int64N(min(3, p.Rule(0).Capacity()))})
+			}
 		}
-		got, err := redisstore.Each(batched, reqs)
+		got, err := redisstore.Each(batched, groups)
 		if err != nil {
 			t.Fatalf("round %d: each: %v", round, err)
 		}
-		for i, r := range reqs {
-			want, err := single.Take(ctx, r.Policy, r.Key, r.N)
+		for i, g := range groups {
+			want := make([]sluice.Decision, len(g))
+			if len(g) == 1 {
+				want[0], err = single.Take(ctx, g[0].Policy, g[0].Key, g[0].N)
+			} else {
+				_, err = single.TakeAll(ctx, g, want)
+				batches++
+			}
 			if err != nil {
-				t.Fatalf("round %d: take: %v", round, err)
+				t.Fatalf("round %d: %v", round, err)
 			}
-			g := got[i]
-			if g.Allowed != want.Allowed || g.Remaining != want.Remaining || g.Limit != want.Limit || g.Index != want.Index ||
-				g.RetryAfter != want.RetryAfter || g.ResetAfter != want.ResetAfter || !g.Time.Equal(want.Time) || g.Degraded {
-				t.Fatalf("round %d, take %d of %d (%s %s, cost %d): in one call %+v\none after the other %+v",
-					round, i+1, len(reqs), r.Policy.Name(), r.Key, r.N, g, want)
+			for j, r := range g {
+				g, w := got[i][j], want[j]
+				if g.Allowed != w.Allowed || g.Remaining != w.Remaining || g.Limit != w.Limit || g.Index != w.Index ||
+					g.RetryAfter != w.RetryAfter || g.ResetAfter != w.ResetAfter || !g.Time.Equal(w.Time) || g.Degraded {
+					t.Fatalf("round %d, group %d of %d, request %d (%s %s, cost %d): in one call %+v\none after the other %+v",
+						round, i+1, len(groups), j+1, r.Policy.Name(), r.Key, r.N, g, w)
+				}
+				decided++
 			}
-			decided++
 		}
 	}
-	t.Logf("%d takes in 300 calls", decided)
+	t.Logf("%d requests (%d batches among them) in 300 calls", decided, batches)
 }
 
 // TestCoalescedTakesAreExact hammers one key with 64 goroutines on each of
@@ -90,6 +112,62 @@ func TestCoalescedTakesAreExact(t *testing.T) {
 	} else {
 		t.Logf("%d decisions in %d script calls", decisions, calls)
 	}
+}
+
+// TestCoalescedBatchesAreWhole mixes TakeAll batches of two policies with
+// takes of the second on one key, 64 goroutines each, so that calls gather
+// both: a batch is charged to both policies or to neither, and the second
+// policy admits exactly its limit.
+func TestCoalescedBatchesAreWhole(t *testing.T) {
+	srv := redistest.Start(t)
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second, DenyCache: -1})
+	pa := policy(t, "a", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 300, Period: time.Hour})
+	pb := policy(t, "b", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 500, Period: time.Hour})
+	ctx := context.Background()
+	var batches, takes atomic.Int64
+	var wg sync.WaitGroup
+	before := commandCalls(t, srv, "evalsha", "eval")
+	for range 64 {
+		wg.Go(func() {
+			out := make([]sluice.Decision, 2)
+			for range 10 {
+				ok, err := store.TakeAll(ctx, []sluice.Request{{Policy: pa, Key: "k", N: 1}, {Policy: pb, Key: "k", N: 1}}, out)
+				if err != nil || out[0].Degraded {
+					t.Errorf("TakeAll: %v %+v", err, out)
+					return
+				}
+				if ok {
+					batches.Add(1)
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 10 {
+				d, err := store.Take(ctx, pb, "k", 1)
+				if err != nil || d.Degraded {
+					t.Errorf("Take: %v %+v", err, d)
+					return
+				}
+				if d.Allowed {
+					takes.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	calls := commandCalls(t, srv, "evalsha", "eval") - before
+	da, _ := store.Peek(ctx, pa, "k")
+	db, _ := store.Peek(ctx, pb, "k")
+	if used := 300 - da.Remaining; used != batches.Load() {
+		t.Errorf("policy a charged %d times, but %d batches were admitted", used, batches.Load())
+	}
+	if used := 500 - db.Remaining; used != batches.Load()+takes.Load() || used != 500 {
+		t.Errorf("policy b charged %d times for %d batches and %d takes admitted, want both 500", used, batches.Load(), takes.Load())
+	}
+	if calls >= 1280 {
+		t.Errorf("1280 decisions took %d script calls, want them gathered", calls)
+	}
+	t.Logf("%d batches and %d takes admitted, 1280 decisions in %d script calls", batches.Load(), takes.Load(), calls)
 }
 
 // TestCoalescedTakesWithinTimeout stops Redis while takes are in flight and

@@ -6,27 +6,43 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// Each decides reqs in one call, as the coalescer sends takes that queued
-// together (one alone as a plain take), and returns their decisions.
-func Each(s *Store, reqs []sluice.Request) ([]sluice.Decision, error) {
-	batch := make([]*waiter, len(reqs))
-	for i, r := range reqs {
-		c := s.compile(r.Policy)
-		if c.err != nil {
-			return nil, c.err
+// Each decides groups in one call, as the coalescer sends the takes (groups
+// of one) and TakeAll batches (larger groups) that queued together, and
+// returns every request's decision.
+func Each(s *Store, groups [][]sluice.Request) ([][]sluice.Decision, error) {
+	batch := make([]*waiter, len(groups))
+	for i, g := range groups {
+		w := &waiter{start: time.Now()}
+		for _, r := range g {
+			c := s.compile(r.Policy)
+			if c.err != nil {
+				return nil, c.err
+			}
+			if c.script != plainScript {
+				panic("Each: a policy that needs big-number arithmetic is never coalesced")
+			}
+			w.comp = append(w.comp, c)
+			w.nl += len(c.suffixes)
 		}
-		if c.script != plainScript {
-			panic("Each: a policy that needs big-number arithmetic is never coalesced")
+		if len(g) == 1 {
+			w.c, w.p, w.key, w.n, w.comp = w.comp[0], g[0].Policy, g[0].Key, g[0].N, nil
+		} else {
+			w.reqs = g
 		}
-		batch[i] = &waiter{c: c, p: r.Policy, key: r.Key, n: r.N, start: time.Now()}
+		batch[i] = w
 	}
-	s.each(batch)
-	out := make([]sluice.Decision, len(reqs))
+	s.sendBatch(batch)
+	out := make([][]sluice.Decision, len(groups))
 	for i, w := range batch {
 		if w.err != nil {
 			return nil, w.err
 		}
-		out[i] = decision(w.p, w.res)
+		st := w.res[2:]
+		for _, r := range groups[i] {
+			k := 4 * r.Policy.Len()
+			out[i] = append(out[i], decide(r.Policy, w.res[0], st[:k]))
+			st = st[k:]
+		}
 	}
 	return out, nil
 }

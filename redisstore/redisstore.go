@@ -17,11 +17,11 @@
 // which no script may span; there it checks every request before it charges
 // them, in two round trips.
 //
-// Takes that arrive while the store's calls to Redis are busy share the
-// next call (Options.Coalesce): one script call then decides each of them on
-// its own, in order, atomically, exactly as separate calls would, and Redis
-// spends about a third less CPU per decision. A lone caller's take goes at
-// once and alone.
+// Takes and batches that arrive while the store's calls to Redis are busy
+// share the next call (Options.Coalesce): one script call then decides each
+// of them on its own, in order, atomically, exactly as separate calls would,
+// and Redis spends about a third less CPU per decision. A lone caller's
+// take goes at once and alone.
 //
 // # Time
 //
@@ -185,20 +185,21 @@ type Options struct {
 	// BENCHMARKS.md measures both defaults. Ignored with Client.
 	FlushDelay time.Duration
 
-	// Coalesce is the most takes the store sends to Redis in one call of
-	// its script. While the store's calls to Redis are all in flight (two
-	// at a time), concurrent takes queue, and each call that returns hands
-	// the queue on as one call that decides every take on its own, in
-	// order, atomically, exactly as separate calls would. Redis then spends
-	// about a third less CPU per decision and the client writes less. A take
-	// that finds a call free goes at once and alone, so a lone caller waits
-	// for nothing. Only takes are coalesced, only on a single server or a
-	// Sentinel-managed one (a cluster's keys lie in different slots), only
-	// for policies in plain arithmetic (nearly all), and only for callers
-	// whose context has no deadline of its own. A queued take still ends
-	// with its context; once sent, Timeout after the oldest take of its call
-	// arrived bounds its wait. Default 32, at most 256; 1 or less sends
-	// every take alone.
+	// Coalesce is the most takes (and TakeAll batches) the store sends to
+	// Redis in one call of its script. While the store's calls to Redis are
+	// all in flight (two at a time), concurrent takes queue, and each call
+	// that returns hands the queue on as one call that decides every take
+	// on its own, in order, atomically, exactly as separate calls would (a
+	// batch stays whole: charged to all of its requests or to none). Redis
+	// then spends about a third less CPU per decision and the client writes
+	// less. A take that finds a call free goes at once and alone, so a lone
+	// caller waits for nothing. Takes are coalesced on a single server or a
+	// Sentinel-managed one (a cluster's keys lie in different slots), for
+	// policies in plain arithmetic (nearly all), and for callers whose
+	// context has no deadline of its own. A queued take still ends with its
+	// context; once sent, Timeout after the oldest take of its call arrived
+	// bounds its wait. Default 32, at most 256; 1 or less sends every take
+	// alone.
 	Coalesce int
 
 	// Prefix starts every key. Default "sluice".
@@ -689,7 +690,7 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	var rb [10]int64 // the reply for up to two limits, on the stack
 	var res []int64
 	var err error
-	if s.coalesces(ctx, c) {
+	if s.coalesces(ctx, c.script == plainScript) {
 		res, err = s.co.take(ctx, s, c, p, key, n, rb[:0])
 	} else {
 		res, err = s.call(ctx, c, p, key, "take", n, 0, rb[:0])
@@ -704,10 +705,11 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	return d, nil
 }
 
-// coalesces reports whether a take under c with ctx goes through the
-// coalescer (see Options.Coalesce).
-func (s *Store) coalesces(ctx context.Context, c *compiled) bool {
-	if s.co == nil || c.script != plainScript {
+// coalesces reports whether a take or batch with ctx, whose policies are
+// all in plain arithmetic or not, goes through the coalescer (see
+// Options.Coalesce).
+func (s *Store) coalesces(ctx context.Context, plain bool) bool {
+	if s.co == nil || !plain {
 		return false
 	}
 	if _, ok := ctx.Deadline(); ok {
