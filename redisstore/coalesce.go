@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync"
@@ -13,9 +14,10 @@ import (
 // coalescer gathers takes (and TakeAll batches, below) that arrive while
 // the store's calls to Redis are all busy into one call of the script's
 // "each" op, which decides every take on its own (and every batch whole),
-// in order, exactly as separate calls at the same moment would. Redis then runs one script call for many decisions: less of its CPU
-// per decision (the call itself costs about a third of a one-limit
-// decision) and fewer, larger writes for the client.
+// in order, exactly as separate calls at the same moment would. Redis then
+// runs one script call for many decisions: less of its CPU per decision
+// (the call itself costs about a third of a one-limit decision) and fewer,
+// larger writes for the client.
 //
 // Up to maxBusy calls are in flight at once. A take that finds one free
 // sends itself at once, alone, exactly as without the coalescer, so a lone
@@ -189,7 +191,9 @@ func (s *Store) sendBatch(batch []*waiter) {
 	var res []int64
 	var err error
 	if w := batch[0]; len(batch) == 1 && w.reqs == nil {
-		res, err = s.callWithin(context.Background(), cctx, w.c, w.p, w.key, "take", w.n, 0, w.buf[:0])
+		res, err = guard(cctx, func() ([]int64, error) {
+			return s.callWithin(context.Background(), cctx, w.c, w.p, w.key, "take", w.n, 0, nil)
+		})
 	} else {
 		keys := make([]string, 0, 2*nl)
 		args := make([]string, 0, 5+8*nl+len(batch))
@@ -217,7 +221,9 @@ func (s *Store) sendBatch(batch []*waiter) {
 		for _, w := range batch {
 			args = append(args, strconv.Itoa(w.nl))
 		}
-		res, err = s.run(context.Background(), cctx, plainScript, "take", keys, args, nil, 2+4*nl)
+		res, err = guard(cctx, func() ([]int64, error) {
+			return s.run(context.Background(), cctx, plainScript, "take", keys, args, nil, 2+4*nl)
+		})
 	}
 	at := 2
 	for _, w := range batch {
@@ -228,6 +234,31 @@ func (s *Store) sendBatch(batch []*waiter) {
 		k := 4 * w.nl
 		w.res = append(append(w.buf[:0], res[0], res[1]), res[at:at+k]...)
 		at += k
+	}
+}
+
+// guard runs f, a call to Redis within cctx, and returns f's result, or an
+// error once cctx ends, whichever comes first. rueidis can hold a call well
+// past its context's deadline (a call of a batch of takes was seen to take
+// a second with a deadline 0.4ms away while Redis was stopped), and the
+// takes of a batch must not wait longer than Timeout from their arrival. f
+// must not write to memory that outlives the call: when cctx ends first, f
+// finishes later, on its own, and records its outcome with the breaker.
+func guard(cctx context.Context, f func() ([]int64, error)) ([]int64, error) {
+	type result struct {
+		res []int64
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := f()
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-cctx.Done():
+		return nil, fmt.Errorf("redisstore: take: %w", cctx.Err())
 	}
 }
 
