@@ -23,13 +23,17 @@ func (s *Store) janitor(every time.Duration) {
 // one shard's pass only, and a shard that holds less than an eighth of its
 // table is shrunk so that its memory is returned. The janitor calls Sweep
 // every SweepInterval.
+//
+// Each shard's pass reads the clock under the shard's lock. With a clock
+// that can step back (a wall clock; the default clock cannot), a reading
+// taken before the pass could be later than a decision made meanwhile, and
+// the pass would remove state that the decision left live.
 func (s *Store) Sweep() int {
-	now := s.sec(s.now(), false)
 	removed := 0
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		removed += sh.sweep(now)
+		removed += sh.sweep(s.sec(s.now(), false))
 		sh.mu.Unlock()
 	}
 	return removed
