@@ -20,7 +20,7 @@
 // Takes and batches that arrive while the store's calls to Redis are busy
 // share the next call (Options.Coalesce): one script call then decides each
 // of them on its own, in order, atomically, exactly as separate calls would,
-// and Redis spends about a third less CPU per decision. A lone caller's
+// and Redis spends about a quarter less CPU per decision. A lone caller's
 // take goes at once and alone.
 //
 // # Time
@@ -191,7 +191,7 @@ type Options struct {
 	// that returns hands the queue on as one call that decides every take
 	// on its own, in order, atomically, exactly as separate calls would (a
 	// batch stays whole: charged to all of its requests or to none). Redis
-	// then spends about a third less CPU per decision and the client writes
+	// then spends about a quarter less CPU per decision and the client writes
 	// less. A take that finds a call free goes at once and alone, so a lone
 	// caller waits for nothing. Takes are coalesced on a single server or a
 	// Sentinel-managed one (a cluster's keys lie in different slots), for
