@@ -97,17 +97,42 @@ func (s *Store) batchCall(ctx context.Context, reqs []sluice.Request, comp []*co
 	if !s.breaker.allow() {
 		return nil, ErrCircuitOpen
 	}
-	keys := make([]string, 0, 2*limits)
-	args := make([]string, 0, 5+8*limits)
-	args = append(args, "batch", "1", s.scriptNow(), "0", strconv.Itoa(limits))
+	keys, args := batchArgs("batch", s.scriptNow(), limits, 0)
+	keys, args = s.appendLimits(keys, args, reqs, comp)
+	return s.exec(ctx, script, "batch", keys, appendCosts(args, reqs, comp), nil, 2+4*limits)
+}
+
+// batchArgs returns room for the keys and the start of the ARGV of the
+// script's op "batch" or "each" at now (see scriptNow), for limits limits
+// in all; after appendLimits and appendCosts for every request, the caller
+// may append more arguments, up to room.
+func batchArgs(op, now string, limits, room int) (keys, args []string) {
+	args = make([]string, 0, 5+8*limits+room)
+	return make([]string, 0, 2*limits), append(args, op, "1", now, "0", strconv.Itoa(limits))
+}
+
+// appendLimits appends the keys and the arguments of every limit of reqs.
+func (s *Store) appendLimits(keys, args []string, reqs []sluice.Request, comp []*compiled) ([]string, []string) {
 	for i, r := range reqs {
 		keys = s.appendKeys(keys, comp[i], r.Policy, r.Key)
 		args = append(args, comp[i].args...)
 	}
+	return keys, args
+}
+
+// appendCosts appends the cost of every limit of reqs, once all their
+// limits' arguments are in args.
+func appendCosts(args []string, reqs []sluice.Request, comp []*compiled) []string {
 	for i, r := range reqs {
-		args = appendCost(args, r.N, len(comp[i].suffixes))
+		n := "1"
+		if r.N != 1 {
+			n = strconv.FormatInt(r.N, 10)
+		}
+		for range comp[i].suffixes {
+			args = append(args, n)
+		}
 	}
-	return s.exec(ctx, script, "batch", keys, args, nil, 2+4*limits)
+	return args
 }
 
 // degradeAll answers a batch per OnError after Redis failed with err.

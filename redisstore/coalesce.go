@@ -40,12 +40,8 @@ type coalescer struct {
 // waiter is one take, or one TakeAll batch, on its way through the
 // coalescer.
 type waiter struct {
-	c    *compiled // a take: its policy, key and cost
-	p    *sluice.Policy
-	key  string
-	n    int64
-	reqs []sluice.Request // or a batch, charged whole or not at all
-	comp []*compiled      // the batch's compiled policies
+	reqs []sluice.Request // a take (one request), or a batch charged whole or not at all
+	comp []*compiled      // their compiled policies
 	nl   int              // how many limits it decides
 	// start is when it arrived; its wait ends Timeout later.
 	start time.Time
@@ -58,6 +54,9 @@ type waiter struct {
 	wake chan []*waiter
 	one  [1]*waiter
 	buf  [10]int64
+	// a take's request, in place
+	oneReq  [1]sluice.Request
+	oneComp [1]*compiled
 }
 
 var waiters = sync.Pool{New: func() any { return &waiter{wake: make(chan []*waiter, 1)} }}
@@ -65,7 +64,10 @@ var waiters = sync.Pool{New: func() any { return &waiter{wake: make(chan []*wait
 // take decides a take of n for key under p, appending the script's reply
 // to dst.
 func (co *coalescer) take(ctx context.Context, s *Store, c *compiled, p *sluice.Policy, key string, n int64, dst []int64) ([]int64, error) {
-	w := co.join(func(w *waiter) { w.c, w.p, w.key, w.n, w.nl = c, p, key, n, len(c.suffixes) })
+	w := co.join(func(w *waiter) {
+		w.oneReq[0], w.oneComp[0] = sluice.Request{Policy: p, Key: key, N: n}, c
+		w.reqs, w.comp, w.nl = w.oneReq[:], w.oneComp[:], len(c.suffixes)
+	})
 	if w == nil {
 		res, err := s.call(ctx, c, p, key, "take", n, 0, dst)
 		co.next()
@@ -168,7 +170,8 @@ func (co *coalescer) next() {
 }
 
 func (w *waiter) release() {
-	w.c, w.p, w.key, w.reqs, w.comp, w.res, w.err, w.one[0] = nil, nil, "", nil, nil, nil, nil, nil
+	w.reqs, w.comp, w.res, w.err, w.one[0] = nil, nil, nil, nil, nil
+	w.oneReq[0], w.oneComp[0] = sluice.Request{}, nil
 	waiters.Put(w)
 }
 
@@ -190,33 +193,18 @@ func (s *Store) sendBatch(batch []*waiter) {
 	}
 	var res []int64
 	var err error
-	if w := batch[0]; len(batch) == 1 && w.reqs == nil {
+	if w := batch[0]; len(batch) == 1 && len(w.reqs) == 1 {
+		r := w.reqs[0]
 		res, err = guard(cctx, func() ([]int64, error) {
-			return s.callWithin(context.Background(), cctx, w.c, w.p, w.key, "take", w.n, 0, nil)
+			return s.callWithin(context.Background(), cctx, w.comp[0], r.Policy, r.Key, "take", r.N, 0, nil)
 		})
 	} else {
-		keys := make([]string, 0, 2*nl)
-		args := make([]string, 0, 5+8*nl+len(batch))
-		args = append(args, "each", "1", s.scriptNow(), "0", strconv.Itoa(nl))
+		keys, args := batchArgs("each", s.scriptNow(), nl, len(batch))
 		for _, w := range batch {
-			if w.reqs == nil {
-				keys = s.appendKeys(keys, w.c, w.p, w.key)
-				args = append(args, w.c.args...)
-				continue
-			}
-			for i, r := range w.reqs {
-				keys = s.appendKeys(keys, w.comp[i], r.Policy, r.Key)
-				args = append(args, w.comp[i].args...)
-			}
+			keys, args = s.appendLimits(keys, args, w.reqs, w.comp)
 		}
 		for _, w := range batch {
-			if w.reqs == nil {
-				args = appendCost(args, w.n, w.nl)
-				continue
-			}
-			for i, r := range w.reqs {
-				args = appendCost(args, r.N, len(w.comp[i].suffixes))
-			}
+			args = appendCosts(args, w.reqs, w.comp)
 		}
 		for _, w := range batch {
 			args = append(args, strconv.Itoa(w.nl))
@@ -260,16 +248,4 @@ func guard(cctx context.Context, f func() ([]int64, error)) ([]int64, error) {
 	case <-cctx.Done():
 		return nil, fmt.Errorf("redisstore: take: %w", cctx.Err())
 	}
-}
-
-// appendCost appends cost n once per limit, for limits limits.
-func appendCost(args []string, n int64, limits int) []string {
-	c := "1"
-	if n != 1 {
-		c = strconv.FormatInt(n, 10)
-	}
-	for range limits {
-		args = append(args, c)
-	}
-	return args
 }

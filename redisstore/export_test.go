@@ -24,11 +24,7 @@ func Each(s *Store, groups [][]sluice.Request) ([][]sluice.Decision, error) {
 			w.comp = append(w.comp, c)
 			w.nl += len(c.suffixes)
 		}
-		if len(g) == 1 {
-			w.c, w.p, w.key, w.n, w.comp = w.comp[0], g[0].Policy, g[0].Key, g[0].N, nil
-		} else {
-			w.reqs = g
-		}
+		w.reqs = g
 		batch[i] = w
 	}
 	s.sendBatch(batch)
