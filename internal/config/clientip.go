@@ -1,0 +1,46 @@
+package config
+
+import (
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/clientip"
+)
+
+func (d *decoder) clientIP(n *yaml.Node, o *clientip.Options) {
+	d.fields(n, "client_ip", []string{"trusted_proxies", "header", "ipv4_prefix", "ipv6_prefix"}, func(key string, v *yaml.Node) {
+		p := "client_ip." + key
+		switch key {
+		case "trusted_proxies":
+			ss, ok := d.strings(v, p, false)
+			if !ok {
+				return
+			}
+			for i, s := range ss {
+				pp, err := clientip.ParsePrefixes([]string{s})
+				if err != nil {
+					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want a CIDR such as 10.0.0.0/8 or an IP address, got %q", s)
+					continue
+				}
+				o.TrustedProxies = append(o.TrustedProxies, pp...)
+			}
+		case "header":
+			if h, ok := d.str(v, p); ok {
+				if _, err := clientip.New(clientip.Options{Header: h}); err != nil {
+					d.add(v, p, "want X-Forwarded-For, Forwarded or X-Real-IP, got %q", h)
+					return
+				}
+				o.Header = h
+			}
+		case "ipv4_prefix":
+			if b, ok := d.integer(v, p, 1, 32); ok {
+				o.IPv4Prefix = int(b)
+			}
+		case "ipv6_prefix":
+			if b, ok := d.integer(v, p, 1, 128); ok {
+				o.IPv6Prefix = int(b)
+			}
+		}
+	})
+}

@@ -1,0 +1,335 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay"}
+
+func (d *decoder) rules(n *yaml.Node, tiers httplimit.Tiers) []httplimit.Rule {
+	n = resolve(n)
+	if n.Kind != yaml.SequenceNode {
+		d.add(n, "rules", "want a list of rules")
+		return nil
+	}
+	if len(n.Content) == 0 {
+		d.add(n, "rules", "want at least one rule")
+	}
+	var out []httplimit.Rule
+	names := map[string]int{}
+	for i, rn := range n.Content {
+		path := fmt.Sprintf("rules[%d]", i)
+		r, ok := d.rule(rn, path)
+		if !ok {
+			continue
+		}
+		if j, dup := names[r.Name]; dup {
+			d.add(rn, path+".name", "%q is also the name of rules[%d]; names must be unique", r.Name, j)
+			continue
+		}
+		names[r.Name] = i
+		if tiers.Keys != nil {
+			for t := range r.Tiers {
+				if t != tiers.Default && !slices.Contains(mapValues(tiers.Keys), t) {
+					d.add(rn, path+".tiers."+t, "no entry of tiers.keys maps to tier %q, and it is not the default tier", t)
+				}
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+// limitSpec is the limit fields of a rule or a tier, as written.
+type limitSpec struct {
+	alg                   sluice.Algorithm
+	count, burst          int64
+	period                time.Duration
+	hasAlg, hasCount      bool
+	hasPeriod, hasBurst   bool
+	algNode, countNode    *yaml.Node
+	periodNode, burstNode *yaml.Node
+}
+
+func (d *decoder) limitField(key string, v *yaml.Node, path string, l *limitSpec) {
+	p := path + "." + key
+	switch key {
+	case "algorithm":
+		l.hasAlg = true
+		if s, ok := d.str(v, p); ok {
+			a, err := sluice.ParseAlgorithm(s)
+			if err != nil {
+				d.add(v, p, "unknown algorithm %q (want token_bucket, gcra, fixed_window, sliding_window or sliding_log)", s)
+				return
+			}
+			l.alg, l.hasAlg, l.algNode = a, true, v
+		}
+	case "limit":
+		l.hasCount = true
+		if c, ok := d.integer(v, p, 1, 1_000_000_000_000); ok {
+			l.count, l.hasCount, l.countNode = c, true, v
+		}
+	case "period":
+		l.hasPeriod = true
+		if t, ok := d.duration(v, p, time.Microsecond, 365*24*time.Hour); ok {
+			l.period, l.hasPeriod, l.periodNode = t, true, v
+		}
+	case "burst":
+		l.hasBurst = true
+		if b, ok := d.integer(v, p, 1, 1_000_000_000_000); ok {
+			l.burst, l.hasBurst, l.burstNode = b, true, v
+		}
+	}
+}
+
+// check validates a built limit, reporting the problem at the field it
+// concerns.
+func (d *decoder) check(l sluice.Limit, spec *limitSpec, node *yaml.Node, path string) bool {
+	err := l.Validate()
+	if err == nil {
+		return true
+	}
+	msg := strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")
+	at, field := node, ""
+	switch {
+	case strings.Contains(msg, "burst") && spec.burstNode != nil:
+		at, field = spec.burstNode, ".burst"
+	case strings.Contains(msg, "period") && spec.periodNode != nil:
+		at, field = spec.periodNode, ".period"
+	case (strings.Contains(msg, "count") || strings.Contains(msg, "rate")) && spec.countNode != nil:
+		at, field = spec.countNode, ".limit"
+	}
+	d.add(at, path+field, "%s", msg)
+	return false
+}
+
+func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
+	var r httplimit.Rule
+	var spec limitSpec
+	var keyNode, actionNode, maxDelayNode *yaml.Node
+	tierSpecs := map[string]*limitSpec{}
+	tierNodes := map[string]*yaml.Node{}
+	var tierOrder []string
+	before := len(d.err.Problems)
+	hasName := false
+	d.fields(n, path, ruleFields, func(key string, v *yaml.Node) {
+		p := path + "." + key
+		switch key {
+		case "name":
+			if s, ok := d.str(v, p); ok {
+				hasName = true
+				if !validName(s) {
+					d.add(v, p, "want 1 to 64 characters from A-Z a-z 0-9 . _ -, got %q", s)
+				}
+				r.Name = s
+			}
+		case "match":
+			d.match(v, p, &r.Match)
+		case "key":
+			keyNode = v
+			if ss, ok := d.strings(v, p, true); ok {
+				for i, s := range ss {
+					k, err := httplimit.ParseKeyPart(s)
+					if err != nil {
+						at := resolve(v)
+						if at.Kind == yaml.SequenceNode {
+							at = at.Content[i]
+						}
+						d.add(at, fmt.Sprintf("%s[%d]", p, i), "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
+						continue
+					}
+					r.Key = append(r.Key, k)
+				}
+			}
+		case "missing":
+			if s, ok := d.str(v, p); ok {
+				m, err := httplimit.ParseMissing(s)
+				if err != nil {
+					d.add(v, p, "want ip or skip, got %q", s)
+					return
+				}
+				r.Missing = m
+			}
+		case "action":
+			actionNode = v
+			if s, ok := d.str(v, p); ok {
+				a, err := httplimit.ParseAction(s)
+				if err != nil {
+					d.add(v, p, "want reject, delay, shadow, soft or exempt, got %q", s)
+					return
+				}
+				r.Action = a
+			}
+		case "max_delay":
+			maxDelayNode = v
+			if t, ok := d.duration(v, p, time.Millisecond, sluice.MaxWait); ok {
+				r.MaxDelay = t
+			}
+		case "tiers":
+			v = resolve(v)
+			if v.Kind != yaml.MappingNode {
+				d.add(v, p, "want a mapping from tier name to { limit, burst, period, algorithm }")
+				return
+			}
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				tk, tv := v.Content[i], v.Content[i+1]
+				name := tk.Value
+				tp := p + "." + name
+				if !validName(name) {
+					d.add(tk, tp, "tier name %q: want 1 to 64 characters from A-Z a-z 0-9 . _ -", name)
+					continue
+				}
+				if _, dup := tierSpecs[name]; dup {
+					d.add(tk, tp, "appears twice")
+					continue
+				}
+				ts := &limitSpec{}
+				d.fields(tv, tp, []string{"algorithm", "limit", "period", "burst"}, func(key string, v *yaml.Node) {
+					d.limitField(key, v, tp, ts)
+				})
+				tierSpecs[name], tierNodes[name] = ts, tv
+				tierOrder = append(tierOrder, name)
+			}
+		default:
+			d.limitField(key, v, path, &spec)
+		}
+	})
+	if resolve(n).Kind != yaml.MappingNode {
+		return r, false
+	}
+	if !hasName {
+		d.add(n, path+".name", "missing: every rule needs a name")
+	}
+	if r.Action == httplimit.Exempt {
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}} {
+			if f.set {
+				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
+			}
+		}
+		return r, len(d.err.Problems) == before
+	}
+	for _, f := range []struct {
+		set  bool
+		name string
+	}{{spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}} {
+		if !f.set {
+			d.add(n, path+"."+f.name, "missing: every rule that is not exempt needs algorithm, limit and period")
+		}
+	}
+	if len(d.err.Problems) > before {
+		return r, false
+	}
+	r.Limit = sluice.Limit{Algorithm: spec.alg, Count: spec.count, Period: spec.period, Burst: spec.burst}
+	ok := d.check(r.Limit, &spec, n, path)
+	if len(tierOrder) > 0 {
+		r.Tiers = make(map[string]sluice.Limit, len(tierOrder))
+	}
+	for _, name := range tierOrder {
+		ts := tierSpecs[name]
+		l := r.Limit
+		if ts.hasAlg {
+			l.Algorithm = ts.alg
+		}
+		if ts.hasPeriod {
+			l.Period = ts.period
+		}
+		if ts.hasCount {
+			// A tier that sets its limit gets a burst of its own limit
+			// unless it sets one: the rule's burst was sized for the
+			// rule's limit.
+			l.Count, l.Burst = ts.count, 0
+		}
+		if ts.hasBurst {
+			l.Burst = ts.burst
+		}
+		if !l.Algorithm.IsBucket() && !ts.hasBurst {
+			l.Burst = 0
+		}
+		if d.check(l, ts, tierNodes[name], path+".tiers."+name) {
+			r.Tiers[name] = l
+		} else {
+			ok = false
+		}
+	}
+	if !ok {
+		return r, false
+	}
+	if err := r.Validate(); err != nil {
+		msg := err.Error()
+		msg = strings.TrimPrefix(msg, httplimit.ErrInvalidRule.Error()+": ")
+		at, field := n, ""
+		switch {
+		case strings.Contains(msg, "max delay") && maxDelayNode != nil:
+			at, field = maxDelayNode, ".max_delay"
+		case strings.Contains(msg, "max delay"):
+			field = ".max_delay"
+		case strings.Contains(msg, "action") && actionNode != nil:
+			at, field = actionNode, ".action"
+		case strings.Contains(msg, "path"):
+			field = ".match"
+		}
+		d.add(at, path+field, "%s", msg)
+		return r, false
+	}
+	return r, true
+}
+
+func (d *decoder) match(n *yaml.Node, path string, m *httplimit.Match) {
+	d.fields(n, path, []string{"path", "paths", "methods", "hosts"}, func(key string, v *yaml.Node) {
+		p := path + "." + key
+		ss, ok := d.strings(v, p, true)
+		if !ok {
+			return
+		}
+		switch key {
+		case "path", "paths":
+			for i, s := range ss {
+				if !strings.HasPrefix(s, "/") || strings.Contains(s[:len(s)-1], "*") || (strings.HasSuffix(s, "*") && !strings.HasSuffix(s, "/*")) {
+					at := resolve(v)
+					if at.Kind == yaml.SequenceNode {
+						at = at.Content[i]
+					}
+					d.add(at, p, "path %q must start with / and may end in /* (no other wildcards)", s)
+					continue
+				}
+				m.Paths = append(m.Paths, s)
+			}
+		case "methods":
+			for _, s := range ss {
+				m.Methods = append(m.Methods, strings.ToUpper(s))
+			}
+		case "hosts":
+			for i, s := range ss {
+				if _, err := netip.ParseAddr(s); err != nil && (s == "" || strings.ContainsAny(strings.TrimPrefix(s, "*."), "*:/ ")) {
+					at := resolve(v)
+					if at.Kind == yaml.SequenceNode {
+						at = at.Content[i]
+					}
+					d.add(at, p, "host %q must be a host name without port, optionally starting with *.", s)
+					continue
+				}
+				m.Hosts = append(m.Hosts, s)
+			}
+		}
+	})
+}

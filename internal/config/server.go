@@ -1,0 +1,66 @@
+package config
+
+import (
+	"net"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// Server is the server section.
+type Server struct {
+	Listen            string        // default 127.0.0.1:8080
+	Admin             string        // default 127.0.0.1:9090; "off" disables
+	ShutdownTimeout   time.Duration // default 10s
+	ReadHeaderTimeout time.Duration // default 10s
+	MaxHeaderBytes    int           // default 64 KiB
+}
+
+func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
+	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header"}, func(key string, v *yaml.Node) {
+		p := "server." + key
+		switch key {
+		case "listen", "admin":
+			a, ok := d.str(v, p)
+			if !ok {
+				return
+			}
+			if key == "admin" && (a == "off" || a == "") {
+				s.Admin = ""
+				return
+			}
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				d.add(v, p, "want host:port, such as 127.0.0.1:8080, got %q", a)
+				return
+			}
+			if key == "listen" {
+				s.Listen = a
+			} else {
+				s.Admin = a
+			}
+		case "shutdown_timeout":
+			if t, ok := d.duration(v, p, 0, time.Hour); ok {
+				s.ShutdownTimeout = t
+			}
+		case "read_header_timeout":
+			if t, ok := d.duration(v, p, time.Millisecond, time.Hour); ok {
+				s.ReadHeaderTimeout = t
+			}
+		case "max_header_bytes":
+			if b, ok := d.integer(v, p, 1024, 16<<20); ok {
+				s.MaxHeaderBytes = int(b)
+			}
+		case "over_limit_header":
+			if h, ok := d.str(v, p); ok {
+				if h == "" || strings.ContainsAny(h, " \t:\"(),/;<=>?@[\\]{}") {
+					d.add(v, p, "%q is not a valid header name", h)
+					return
+				}
+				lo.OverLimitHeader = h
+			}
+		}
+	})
+}

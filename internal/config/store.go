@@ -1,0 +1,110 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// Store is the store section.
+type Store struct {
+	Backend string // "memory" (default) or "redis"
+	MaxKeys int    // default 1,000,000
+	Redis   redisstore.Options
+}
+
+// store decodes the store section and returns its redis node, if any.
+func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
+	var redisNode *yaml.Node
+	d.fields(n, "store", []string{"backend", "max_keys", "redis", "on_error"}, func(key string, v *yaml.Node) {
+		p := "store." + key
+		switch key {
+		case "backend":
+			if b, ok := d.str(v, p); ok {
+				if b != "memory" && b != "redis" {
+					d.add(v, p, "want memory or redis, got %q", b)
+					return
+				}
+				s.Backend = b
+			}
+		case "max_keys":
+			if m, ok := d.integer(v, p, 1, 1_000_000_000); ok {
+				s.MaxKeys = int(m)
+			}
+		case "on_error":
+			if f, ok := d.str(v, p); ok {
+				fl, err := redisstore.ParseFailure(f)
+				if err != nil {
+					d.add(v, p, "want allow, deny or local, got %q", f)
+					return
+				}
+				s.Redis.OnError = fl
+			}
+		case "redis":
+			redisNode = v
+			d.redis(v, &s.Redis)
+		}
+	})
+	return redisNode
+}
+
+func (d *decoder) redis(n *yaml.Node, r *redisstore.Options) {
+	hasAddr := false
+	d.fields(n, "store.redis", []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix"}, func(key string, v *yaml.Node) {
+		p := "store.redis." + key
+		switch key {
+		case "url":
+			if u, ok := d.str(v, p); ok {
+				pu, err := url.Parse(u)
+				if err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss" && pu.Scheme != "unix") {
+					d.add(v, p, "want a redis://, rediss:// or unix:// URL")
+					return
+				}
+				r.URL, hasAddr = u, true
+			}
+		case "addrs":
+			if as, ok := d.strings(v, p, false); ok {
+				for i, a := range as {
+					if _, _, err := net.SplitHostPort(a); err != nil {
+						d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want host:port, got %q", a)
+					}
+				}
+				r.Addrs, hasAddr = as, len(as) > 0
+			}
+		case "master_set":
+			r.MasterSet, _ = d.str(v, p)
+		case "username":
+			r.Username, _ = d.str(v, p)
+		case "password":
+			r.Password, _ = d.str(v, p)
+		case "db":
+			if db, ok := d.integer(v, p, 0, 1<<20); ok {
+				r.DB = int(db)
+			}
+		case "timeout":
+			if t, ok := d.duration(v, p, time.Millisecond, time.Minute); ok {
+				r.Timeout = t
+			}
+		case "prefix":
+			if s, ok := d.str(v, p); ok {
+				if s == "" || len(s) > 64 || strings.ContainsAny(s, "{} \t\r\n") {
+					d.add(v, p, "want 1 to 64 characters without braces or spaces, got %q", s)
+					return
+				}
+				r.Prefix = s
+			}
+		}
+	})
+	if !hasAddr && resolve(n).Kind == yaml.MappingNode {
+		d.add(n, "store.redis", "want url, or addrs for a cluster or Sentinel")
+	}
+	if r.URL != "" && len(r.Addrs) > 0 {
+		d.add(n, "store.redis", "give url or addrs, not both")
+	}
+}
