@@ -2,7 +2,12 @@
 //
 //	sluice serve --config FILE    run the gateway
 //	sluice check-config FILE      validate a config file and exit
+//	sluice client ...             manage per-client overrides (admin API)
+//	sluice key ...                look at or reset a key (admin API)
 //	sluice version                print the version
+//
+// serve stops gracefully on SIGINT and SIGTERM, and reloads its config
+// file on SIGHUP (and by itself when the file changes).
 package main
 
 import (

@@ -2,26 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"log/slog"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
 )
-
-// build loads the config file and builds the gateway it describes.
-func build(path string, logger *slog.Logger) (*gateway.Gateway, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	opts, err := options(cfg)
-	if err != nil {
-		return nil, err
-	}
-	opts.Logger = logger
-	return gateway.New(opts)
-}
 
 // options maps a config file onto the gateway's options.
 func options(cfg *config.Config) (gateway.Options, error) {

@@ -82,17 +82,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(list
 		fmt.Fprintln(stderr, "sluice serve:", err)
 		return 2
 	}
-	g, err := build(*path, logger)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	defer g.Close()
-	if err := g.Run(ctx, ready); err != nil {
-		logger.Error("sluice gateway stopped", "error", err)
-		return 1
-	}
-	return 0
+	return runGateway(ctx, *path, logger, stderr, ready)
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {

@@ -5,12 +5,15 @@ package gateway
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +32,9 @@ import (
 const EchoUpstream = "builtin:echo"
 
 // Options configure a Gateway. Limiter.Store and Limiter.Observer are set
-// by the gateway.
+// by the gateway. Listen, Admin, ReadHeaderTimeout, MaxHeaderBytes,
+// Backend, MaxKeys and Redis are fixed when the gateway is built; Reload
+// changes the rest.
 type Options struct {
 	// Listen is the gateway's address. Default 127.0.0.1:8080.
 	Listen string
@@ -57,23 +62,106 @@ type Options struct {
 	LogLinesPerSecond int64
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
+	// ConfigHash identifies the configuration these options came from, in
+	// logs and in the sluice_config_info metric. Optional.
+	ConfigHash string
 }
 
-// Gateway is a running configuration: build it with New, serve it with Run
-// or use its handlers directly.
+// Gateway serves a configuration and takes new ones while it runs. What
+// the config file defines (the rules, tiers, headers, client addresses, the
+// upstream, the admin token) forms an immutable generation, built whole and
+// swapped in atomically by Reload; each request loads the generation once,
+// at its start, and finishes under it. The store (and so every counter),
+// the metrics registry and the listeners live across generations.
+//
+// A Gateway is safe for concurrent use.
 type Gateway struct {
-	opts     Options
+	opts     Options // as given to New, with defaults: the fixed settings
 	log      *slog.Logger
 	store    sluice.Store
 	closer   func() error
 	ready    func(context.Context) error
+	reg      *prometheus.Registry
+	m        *metrics
+	reloads  *reloadMetrics
+	backend  string
+	secret   []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
 	handler  http.Handler
 	admin    http.Handler
 	draining atomic.Bool
+	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
+
+	gen      atomic.Pointer[generation]
+	reloadMu sync.Mutex // serialises Reload
+	bgCtx    context.Context // ends on Close
+	stopBg   context.CancelFunc
+	bg       sync.WaitGroup
 }
 
-// New builds the store, the limiter and the handlers. Close releases them.
+// generation is everything a configuration derives, built whole by build
+// and never changed after.
+type generation struct {
+	opts     Options
+	lim      *httplimit.Limiter
+	handler  http.Handler // lim.Handler(upstream)
+	upstream http.Handler
+	proxy    *httputil.ReverseProxy // nil for the echo upstream
+}
+
+// New builds the store, the first generation and the handlers. Close
+// releases them.
 func New(opts Options) (*Gateway, error) {
+	opts = withDefaults(opts)
+	g := &Gateway{opts: opts, log: opts.Logger}
+	g.shutdown.Store(int64(opts.ShutdownTimeout))
+	g.secret = make([]byte, 32)
+	_, _ = rand.Read(g.secret) // crypto/rand.Read never fails
+
+	g.reg = prometheus.NewRegistry()
+	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	g.backend = opts.Backend
+	if g.backend == "" {
+		g.backend = "memory"
+	}
+	g.m = newMetrics(g.reg, g.backend)
+	g.reloads = newReloadMetrics(g.reg)
+	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
+		return nil, err
+	}
+	gen, err := g.build(opts, nil)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.gen.Store(gen)
+	g.reloads.applied(opts.ConfigHash, time.Now(), false)
+	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g.gen.Load().handler.ServeHTTP(w, r)
+	})
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		if g.draining.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if err := g.ready(ctx); err != nil {
+			http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	g.admin = mux
+	return g, nil
+}
+
+func withDefaults(opts Options) Options {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:8080"
 	}
@@ -95,60 +183,124 @@ func New(opts Options) (*Gateway, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	g := &Gateway{opts: opts, log: opts.Logger}
+	return opts
+}
 
-	var next http.Handler
-	switch opts.Upstream {
-	case EchoUpstream:
-		next = Echo()
+// build makes a generation from opts on the gateway's store. It reuses the
+// previous generation's upstream when the upstream is unchanged, so that a
+// reload keeps the proxy's connections.
+func (g *Gateway) build(opts Options, prev *generation) (*generation, error) {
+	gen := &generation{opts: opts}
+	switch {
+	case prev != nil && prev.opts.Upstream == opts.Upstream:
+		gen.upstream, gen.proxy = prev.upstream, prev.proxy
+	case opts.Upstream == EchoUpstream:
+		gen.upstream = Echo()
 	default:
 		u, err := url.Parse(opts.Upstream)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
 		}
-		next = oneValue(Proxy(u, g.log))
-	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	backend := opts.Backend
-	if backend == "" {
-		backend = "memory"
-	}
-	m := newMetrics(reg, backend)
-	if err := g.openStore(backend, reg, m); err != nil {
-		return nil, err
+		gen.proxy = Proxy(u, g.log)
+		gen.upstream = oneValue(gen.proxy)
 	}
 	lo := opts.Limiter
 	lo.Store = g.store
-	lo.Observer = newObserver(m, backend, g.log, opts.LogLinesPerSecond)
+	obs := newObserver(g.m, g.backend, g.log, opts.LogLinesPerSecond)
+	obs.secret = g.secret
+	lo.Observer = obs
 	lim, err := httplimit.New(lo)
 	if err != nil {
-		g.Close()
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	g.handler = lim.Handler(next)
+	gen.lim = lim
+	gen.handler = lim.Handler(gen.upstream)
+	return gen, nil
+}
 
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if g.draining.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
+// Limiter returns the current generation's limiter.
+func (g *Gateway) Limiter() *httplimit.Limiter { return g.gen.Load().lim }
+
+// Store returns the store, which every generation shares.
+func (g *Gateway) Store() sluice.Store { return g.store }
+
+// Registry returns the metrics registry, which every generation shares;
+// other listeners register their metrics in it.
+func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+
+// Reload builds a new generation from what load returns and swaps it in:
+// requests that have started finish under the old one, later ones get the
+// new one. A load error or a configuration that cannot be built leaves
+// the running generation in place, is logged at ERROR and counted in
+// sluice_config_reloads_total{result="failure"}, and is returned.
+// Settings that only a restart can change (listener addresses, the store,
+// server timeouts and sizes) are kept as they are and logged at WARN; all
+// the rest applies. Reload is safe for concurrent use; reloads run one at
+// a time.
+func (g *Gateway) Reload(load func() (Options, error)) error {
+	g.reloadMu.Lock()
+	defer g.reloadMu.Unlock()
+	opts, err := load()
+	if err == nil {
+		opts = withDefaults(opts)
+		opts.Logger = g.opts.Logger
+		var gen *generation
+		if gen, err = g.build(opts, g.gen.Load()); err == nil {
+			for _, f := range restartOnly(g.opts, opts) {
+				g.log.Warn("configuration reload: this setting needs a restart to change; keeping the running value",
+					"setting", f.name, "running", f.running, "file", f.file)
+			}
+			prev := g.gen.Swap(gen)
+			g.shutdown.Store(int64(opts.ShutdownTimeout))
+			if prev.proxy != nil && prev.proxy != gen.proxy {
+				// Requests in flight keep their connections; idle ones
+				// would otherwise linger until their timeout.
+				prev.proxy.Transport.(*http.Transport).CloseIdleConnections()
+			}
+			g.reloads.applied(opts.ConfigHash, time.Now(), true)
+			g.log.Info("configuration reloaded", "hash", opts.ConfigHash, "rules", len(opts.Limiter.Rules))
+			return nil
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
-		defer cancel()
-		if err := g.ready(ctx); err != nil {
-			http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
-			return
+	}
+	g.reloads.failures.Inc()
+	g.log.Error("configuration reload failed; the running configuration stays", "error", err)
+	return err
+}
+
+// setting is one restart-only setting whose value changed.
+type setting struct{ name, running, file string }
+
+// restartOnly lists the settings that differ between the running options
+// and new ones but that only a restart can change.
+func restartOnly(run, file Options) []setting {
+	var out []setting
+	add := func(name string, a, b any) {
+		as, bs := fmt.Sprint(a), fmt.Sprint(b)
+		if as != bs {
+			out = append(out, setting{name, as, bs})
 		}
-		fmt.Fprintln(w, "ready")
-	})
-	g.admin = mux
-	return g, nil
+	}
+	add("server.listen", run.Listen, file.Listen)
+	add("server.admin", run.Admin, file.Admin)
+	add("server.read_header_timeout", run.ReadHeaderTimeout, file.ReadHeaderTimeout)
+	add("server.max_header_bytes", run.MaxHeaderBytes, file.MaxHeaderBytes)
+	add("store.backend", backendOr(run.Backend), backendOr(file.Backend))
+	add("store.max_keys", run.MaxKeys, file.MaxKeys)
+	add("store.on_error", run.Redis.OnError, file.Redis.OnError)
+	r, f := run.Redis, file.Redis
+	if r.URL != f.URL || !slices.Equal(r.Addrs, f.Addrs) || r.MasterSet != f.MasterSet || r.Username != f.Username ||
+		r.Password != f.Password || r.DB != f.DB || r.Timeout != f.Timeout || r.Prefix != f.Prefix {
+		// Never log the values: they may hold a password.
+		out = append(out, setting{"store.redis", "(running)", "(changed)"})
+	}
+	return out
+}
+
+func backendOr(b string) string {
+	if b == "" {
+		return "memory"
+	}
+	return b
 }
 
 func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metrics) error {
@@ -192,6 +344,9 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		}
 		g.store = s
 		g.closer = func() error { return errors.Join(s.Close(), local.Close()) }
+		g.goBackground(func(ctx context.Context) {
+			watchDegraded(ctx, g.log, time.Second, s.Degraded, onError)
+		})
 		g.ready = s.Ping
 		registerMemstore(reg, local, "the in-memory fallback store (Redis keeps the shared state)")
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -228,14 +383,30 @@ func registerMemstore(reg prometheus.Registerer, s *memstore.Store, what string)
 	)
 }
 
-// Handler returns the limited gateway handler.
+// Handler returns the limited gateway handler. Each request is served by
+// the generation current when it starts.
 func (g *Gateway) Handler() http.Handler { return g.handler }
 
 // AdminHandler returns the admin handler: /metrics, /healthz, /readyz.
 func (g *Gateway) AdminHandler() http.Handler { return g.admin }
 
-// Close releases the store.
+// goBackground runs f on a goroutine until Close.
+func (g *Gateway) goBackground(f func(ctx context.Context)) {
+	if g.stopBg == nil {
+		var ctx context.Context
+		ctx, g.stopBg = context.WithCancel(context.Background())
+		g.bgCtx = ctx
+	}
+	g.bg.Go(func() { f(g.bgCtx) })
+}
+
+// Close stops the gateway's background work and releases the store.
 func (g *Gateway) Close() error {
+	if g.stopBg != nil {
+		g.stopBg()
+		g.bg.Wait()
+		g.stopBg = nil
+	}
 	if g.closer == nil {
 		return nil
 	}
@@ -285,8 +456,9 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 	case runErr = <-errc:
 	}
 	g.draining.Store(true)
-	g.log.Info("sluice gateway shutting down", "timeout", g.opts.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.ShutdownTimeout)
+	timeout := time.Duration(g.shutdown.Load())
+	g.log.Info("sluice gateway shutting down", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	var errs []error
 	for _, s := range servers {
@@ -296,7 +468,13 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		}
 	}
 	wg.Wait()
-	return errors.Join(append([]error{runErr}, errs...)...)
+	err = errors.Join(append([]error{runErr}, errs...)...)
+	if err != nil {
+		g.log.Error("sluice gateway stopped", "error", err)
+	} else {
+		g.log.Info("sluice gateway stopped")
+	}
+	return err
 }
 
 func (g *Gateway) server(h http.Handler) *http.Server {
