@@ -92,7 +92,7 @@ type Gateway struct {
 	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
 
 	gen      atomic.Pointer[generation]
-	reloadMu sync.Mutex // serialises Reload
+	reloadMu sync.Mutex      // serialises Reload
 	bgCtx    context.Context // ends on Close
 	stopBg   context.CancelFunc
 	bg       sync.WaitGroup
