@@ -91,6 +91,9 @@ type Options struct {
 	FailClosed bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
+	// Overrides, if set, gives clients (values of Tiers.From) a tier or
+	// limits of their own, ahead of Tiers.Keys. Needs Tiers.From.
+	Overrides Overrides
 }
 
 // Limiter is the middleware: build one with New, wrap handlers with Handler.
@@ -103,6 +106,7 @@ type Limiter struct {
 	overLimit  string
 	failClosed bool
 	obs        Observer
+	overrides  Overrides
 	pool       sync.Pool
 }
 
@@ -134,6 +138,7 @@ func New(opts Options) (*Limiter, error) {
 		overLimit:  textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
 		failClosed: opts.FailClosed,
 		obs:        opts.Observer,
+		overrides:  opts.Overrides,
 	}
 	if l.ip == nil {
 		r, err := clientip.New(clientip.Options{})
@@ -412,10 +417,9 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 // rule matched.
 func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 	var (
-		tier     string
-		tierDone bool
-		ipStart  = -1
-		ipEnd    int
+		client  clientState
+		ipStart = -1
+		ipEnd   int
 	)
 	type span struct{ i, j int }
 	var spansArr [16]span
@@ -432,16 +436,7 @@ func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 			spans = append(spans, span{len(c.keyBuf), len(c.keyBuf)})
 			break
 		}
-		tp := rule.def
-		ruleTier := ""
-		if len(rule.tiers) > 0 {
-			if !tierDone {
-				tier, tierDone = l.tierOf(r), true
-			}
-			if t, ok := rule.tiers[tier]; ok {
-				tp, ruleTier = t, tier
-			}
-		}
+		tp, ruleTier := l.policyOf(rule, r, &client)
 		start := len(c.keyBuf)
 		skip := false
 		for _, k := range rule.Key {
@@ -504,33 +499,6 @@ func (l *Limiter) appendIP(c *call, r *http.Request, start, end int) (int, int) 
 
 func tagOf(k KeyPart) byte {
 	return "?ihqcmpsg"[k.Source]
-}
-
-// tierOf returns the request's tier name.
-func (l *Limiter) tierOf(r *http.Request) string {
-	if l.tiers.From == (KeyPart{}) {
-		return l.tiers.Default
-	}
-	var v string
-	var ok bool
-	if l.tiers.From.Source == SourceIP {
-		if a, err := l.ip.Addr(r); err == nil {
-			v, ok = a.String(), true
-		}
-	} else {
-		v, ok = l.tiers.From.value(r)
-	}
-	if !ok {
-		return l.tiers.Default
-	}
-	if l.tiers.Keys != nil {
-		t, ok := l.tiers.Keys[v]
-		if !ok {
-			return l.tiers.Default
-		}
-		return t
-	}
-	return v
 }
 
 // decide charges the Delay and Reject rules: all of them or none. It

@@ -1,0 +1,243 @@
+package httplimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"slices"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Errors of the inspection methods. Match them with errors.Is.
+var (
+	// ErrUnknownRule reports a rule name the Limiter does not have.
+	ErrUnknownRule = errors.New("httplimit: no such rule")
+	// ErrInvalidKey reports key values that do not fit a rule's key: the
+	// wrong number of them, an IP part that is not an address, an empty
+	// value.
+	ErrInvalidKey = errors.New("httplimit: invalid key")
+)
+
+// KeyStatus is the state of one rule's limit for one key, as the store
+// sees it, uncharged.
+type KeyStatus struct {
+	Rule string
+	// Tier is the tier whose limit this is: "" for the rule's default
+	// limit, OverrideTier for a client's own.
+	Tier string
+	// Key is the rule's composite key. It may identify a person.
+	Key string
+	// Limit is the limit's definition; zero for an Exempt or skipped rule.
+	Limit sluice.Limit
+	// Decision is what Peek says: whether one more request would pass,
+	// how many remain, when the limit is full again.
+	Decision sluice.Decision
+	// Exempt is set for an Exempt rule that a request matched; Skipped
+	// for a rule that would not apply (a key part missing under
+	// MissingSkip).
+	Exempt, Skipped bool
+}
+
+// Rule returns the rule with the given name, as the Limiter holds it.
+func (l *Limiter) Rule(name string) (Rule, bool) {
+	c := l.rule(name)
+	if c == nil {
+		return Rule{}, false
+	}
+	return c.Rule, true
+}
+
+// Rules returns the names of the Limiter's rules, in order.
+func (l *Limiter) Rules() []string {
+	names := make([]string, len(l.rules))
+	for i := range l.rules {
+		names[i] = l.rules[i].Name
+	}
+	return names
+}
+
+// TierNames returns every tier some rule has a limit for, and the default
+// tier, sorted.
+func (l *Limiter) TierNames() []string {
+	seen := map[string]bool{l.tiers.Default: true}
+	for i := range l.rules {
+		for t := range l.rules[i].Tiers {
+			seen[t] = true
+		}
+	}
+	return sortedKeys(seen)
+}
+
+// TierSource returns Tiers.From: the request attribute that identifies a
+// client for Overrides; the zero KeyPart when tiers come from nowhere.
+func (l *Limiter) TierSource() KeyPart { return l.tiers.From }
+
+func (l *Limiter) rule(name string) *compiled {
+	for i := range l.rules {
+		if l.rules[i].Name == name {
+			return &l.rules[i]
+		}
+	}
+	return nil
+}
+
+// RuleKey returns a rule's composite key for the values of its key parts,
+// in order, one for each part except global ones (which take none): for an
+// ip part, the client's address (masked as ClientIP masks it, so any
+// address of one IPv6 /64 gives the same key); for the other parts, the
+// value a request would carry (a host lower-cased, without its port). It is
+// the key the rule charges a request with these values.
+func (l *Limiter) RuleKey(rule string, values []string) (string, error) {
+	c := l.rule(rule)
+	if c == nil {
+		return "", fmt.Errorf("%w: %q", ErrUnknownRule, rule)
+	}
+	if c.Action == Exempt {
+		return "", fmt.Errorf("%w: rule %q is exempt and has no key", ErrInvalidKey, rule)
+	}
+	want := 0
+	for _, k := range c.Key {
+		if k.Source != SourceGlobal {
+			want++
+		}
+	}
+	if len(values) != want {
+		return "", fmt.Errorf("%w: rule %q is keyed by %s: want %d values, got %d", ErrInvalidKey, rule, keyString(c.Key), want, len(values))
+	}
+	var b []byte
+	i := 0
+	for _, k := range c.Key {
+		if k.Source == SourceGlobal {
+			b = appendValue(b, tagOf(k), "")
+			continue
+		}
+		v := values[i]
+		i++
+		switch k.Source {
+		case SourceIP:
+			a, err := netip.ParseAddr(v)
+			if err != nil {
+				return "", fmt.Errorf("%w: rule %q: %q is not an IP address", ErrInvalidKey, rule, v)
+			}
+			b = append(b, 'i')
+			b = l.ip.Key(a).AppendTo(b)
+		default:
+			if v == "" {
+				return "", fmt.Errorf("%w: rule %q: empty value for %s (a request without it is keyed by its IP, or skipped)", ErrInvalidKey, rule, k)
+			}
+			if k.Source == SourceHost {
+				v = hostOf(&http.Request{Host: v})
+			}
+			b = appendValue(b, tagOf(k), v)
+		}
+	}
+	return string(b), nil
+}
+
+func keyString(ks []KeyPart) string {
+	s := "["
+	for i, k := range ks {
+		if i > 0 {
+			s += ", "
+		}
+		s += k.String()
+	}
+	return s + "]"
+}
+
+// policies returns every policy of rule that a key can be charged under:
+// the default, each tier's (sorted by tier name), and the client's own.
+func (c *compiled) policies(ov *ClientOverride) (tps []*tierPolicy, tiers []string) {
+	if c.def != nil {
+		tps, tiers = append(tps, c.def), append(tiers, "")
+	}
+	for _, t := range sortedKeys(c.tiers) {
+		if tp := c.tiers[t]; !slices.Contains(tps, tp) {
+			tps, tiers = append(tps, tp), append(tiers, t)
+		}
+	}
+	if tp := ov.policy(c); tp != nil {
+		tps, tiers = append(tps, tp), append(tiers, OverrideTier)
+	}
+	return tps, tiers
+}
+
+// PeekKey reports, without charging anything, the state of key (from
+// RuleKey) under every limit of rule it can be charged under: the rule's
+// default limit, each tier's, and ov's own limit for the rule if ov is not
+// nil.
+func (l *Limiter) PeekKey(ctx context.Context, rule, key string, ov *ClientOverride) ([]KeyStatus, error) {
+	c := l.rule(rule)
+	if c == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownRule, rule)
+	}
+	tps, tiers := c.policies(ov)
+	out := make([]KeyStatus, 0, len(tps))
+	for i, tp := range tps {
+		d, err := tp.lim.Peek(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, KeyStatus{Rule: rule, Tier: tiers[i], Key: key, Limit: tp.policy.Limits()[0], Decision: d})
+	}
+	return out, nil
+}
+
+// ResetKey forgets key (from RuleKey) under every limit of rule it can be
+// charged under (see PeekKey): its full quota is back.
+func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOverride) error {
+	c := l.rule(rule)
+	if c == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownRule, rule)
+	}
+	tps, _ := c.policies(ov)
+	for _, tp := range tps {
+		if err := tp.lim.Reset(ctx, key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PeekRequest reports, without charging anything, what the rules say about
+// r: every rule that matches it, in order, up to and including an Exempt
+// one, with the key and the limit (tier, or the client's own) r would be
+// charged under, and its state.
+func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus, error) {
+	c := new(call)
+	l.match(c, r, cleanPath(r.URL.Path))
+	out := make([]KeyStatus, 0, len(c.events))
+	for i, e := range c.events {
+		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped}
+		if tp := c.policies[i]; tp != nil {
+			d, err := tp.lim.Peek(ctx, e.Key)
+			if err != nil {
+				return nil, err
+			}
+			ks.Limit, ks.Decision = tp.policy.Limits()[0], d
+		}
+		out = append(out, ks)
+	}
+	return out, nil
+}
+
+// ResetRequest forgets, for every rule that matches r, the key r would be
+// charged under, in the limit it would be charged under, and returns the
+// names of those rules.
+func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request) ([]string, error) {
+	c := new(call)
+	l.match(c, r, cleanPath(r.URL.Path))
+	var rules []string
+	for i, e := range c.events {
+		if tp := c.policies[i]; tp != nil {
+			if err := tp.lim.Reset(ctx, e.Key); err != nil {
+				return rules, err
+			}
+			rules = append(rules, e.Rule)
+		}
+	}
+	return rules, nil
+}
