@@ -1,0 +1,130 @@
+package overrides_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (f *fakeNow) Now() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.t }
+func (f *fakeNow) Add(d time.Duration) { f.mu.Lock(); f.t = f.t.Add(d); f.mu.Unlock() }
+
+func TestMemorySet(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	now := &fakeNow{t: t0}
+	s, err := overrides.NewMemory(overrides.Options{Store: store, Now: now.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.Put(ctx, overrides.Entry{Client: "k1", Tier: "premium"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(ctx, overrides.Entry{Client: "k2", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 100, Period: "1m"}},
+		Until: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if co := s.Override("k1"); co == nil || co.Override().Tier != "premium" {
+		t.Errorf("Override(k1) = %v, want tier premium", co)
+	}
+	if co := s.Override("k2"); co == nil || co.Override().Limits["api"].Count != 100 {
+		t.Errorf("Override(k2) = %v, want its own limit of 100", co)
+	}
+	if l := s.List(); len(l) != 2 || l[0].Client != "k1" || l[1].Client != "k2" {
+		t.Errorf("List = %+v", l)
+	}
+	// An override ends at its until.
+	now.Add(time.Hour)
+	if co := s.Override("k2"); co != nil {
+		t.Error("Override(k2) after its until: still applies")
+	}
+	if n := s.Len(); n != 1 {
+		t.Errorf("Len after k2 ended = %d, want 1", n)
+	}
+	if ok, err := s.Delete(ctx, "k1"); !ok || err != nil {
+		t.Errorf("Delete(k1) = %v, %v", ok, err)
+	}
+	if ok, _ := s.Delete(ctx, "k1"); ok {
+		t.Error("Delete(k1) twice reported true")
+	}
+	if s.Override("k1") != nil {
+		t.Error("Override(k1) after Delete")
+	}
+
+	for _, e := range []overrides.Entry{
+		{Client: "", Tier: "x"},
+		{Client: "k", Tier: ""},
+		{Client: "k\n", Tier: "x"},
+		{Client: "k", Tier: "bad tier"},
+		{Client: "k", Tier: "x", Until: now.Now().Add(-time.Second)},
+		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 0, Period: "1m"}}},
+		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "leaky", Limit: 1, Period: "1m"}}},
+		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 1, Period: "soon"}}},
+		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 1 << 62, Period: "1ns"}}},
+	} {
+		if err := s.Put(ctx, e); !errors.Is(err, overrides.ErrInvalid) {
+			t.Errorf("Put(%+v): got %v, want ErrInvalid", e, err)
+		}
+	}
+}
+
+func TestRedisSetsSeeEachOthersChanges(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	sets := make([]*overrides.Set, 2)
+	for i := range sets {
+		store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		s, err := overrides.NewRedis(overrides.Options{Store: store, Poll: 20 * time.Millisecond}, store.Client, "sluice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { s.Run(rctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		sets[i] = s
+	}
+	if err := sets[0].Put(ctx, overrides.Entry{Client: "key/with spaces", Tier: "premium"}); err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 10s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	within("the other set sees the override", func() bool { return sets[1].Override("key/with spaces") != nil })
+	if e, ok := sets[1].Get("key/with spaces"); !ok || e.Tier != "premium" {
+		t.Errorf("the other set's entry: %+v, %v", e, ok)
+	}
+	if ok, err := sets[1].Delete(ctx, "key/with spaces"); !ok || err != nil {
+		t.Fatalf("Delete: %v, %v", ok, err)
+	}
+	within("the first set sees the removal", func() bool { return sets[0].Override("key/with spaces") == nil })
+}
