@@ -33,6 +33,8 @@ type Config struct {
 	// RejectionLogsPerSecond bounds the WARN lines for rejections
 	// (log.rejections_per_second, default 10).
 	RejectionLogsPerSecond int64
+	// Admin configures the admin API.
+	Admin Admin
 }
 
 // Load reads and validates the file at path.
@@ -85,9 +87,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules; see examples/quickstart.yaml")
 		return c
 	}
-	var storeNode, redisNode, rulesNode, tiersNode *yaml.Node
+	var storeNode, redisNode, rulesNode, tiersNode, adminNode *yaml.Node
 	hasUpstream := false
-	d.fields(root, "", []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log"}, func(key string, v *yaml.Node) {
+	d.fields(root, "", []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log", "admin"}, func(key string, v *yaml.Node) {
 		switch key {
 		case "server":
 			d.server(v, &c.Server, &c.Limiter)
@@ -114,6 +116,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.tiers(v, &c.Limiter.Tiers)
 		case "rules":
 			rulesNode = v
+		case "admin":
+			adminNode = v
+			d.admin(v, &c.Admin)
 		case "log":
 			d.fields(v, key, []string{"rejections_per_second"}, func(k string, v *yaml.Node) {
 				if n, ok := d.integer(v, "log."+k, 0, 1_000_000); ok {
@@ -125,6 +130,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
+	d.checkAdmin(adminNode, c)
 	if !hasUpstream {
 		d.add(root, "upstream", "missing: want builtin:echo or the URL of the API to protect")
 	}

@@ -1,0 +1,123 @@
+package config
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Admin is the admin section: the admin API on the admin listener.
+type Admin struct {
+	// API turns on the admin API (look at and reset keys, per-client
+	// overrides). Default false.
+	API bool
+	// TokenFile holds the bearer token the API requires (the file's
+	// content, surrounding white space removed, at least MinTokenLen
+	// bytes). Relative to the config file's directory. Required with API.
+	TokenFile string
+	// AllowRemote lets the API run on an admin listener that is not bound
+	// to a loopback address. Default false.
+	AllowRemote bool
+}
+
+// MinTokenLen is the shortest admin token accepted, in bytes.
+const MinTokenLen = 16
+
+func (d *decoder) admin(n *yaml.Node, a *Admin) {
+	d.fields(n, "admin", []string{"api", "token_file", "allow_remote"}, func(key string, v *yaml.Node) {
+		p := "admin." + key
+		switch key {
+		case "api", "allow_remote":
+			b, ok := d.boolean(v, p)
+			if !ok {
+				return
+			}
+			if key == "api" {
+				a.API = b
+			} else {
+				a.AllowRemote = b
+			}
+		case "token_file":
+			if s, ok := d.str(v, p); ok {
+				if s == "" {
+					d.add(v, p, "want the path of a file holding the token")
+					return
+				}
+				a.TokenFile = s
+			}
+		}
+	})
+}
+
+func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
+	n = resolve(n)
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
+		d.add(n, path, "want true or false, got %q", n.Value)
+		return false, false
+	}
+	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", true
+}
+
+// checkAdmin checks the admin section against the server section: the API
+// needs a token file and the admin listener, and that listener must be on
+// loopback unless allow_remote says otherwise.
+func (d *decoder) checkAdmin(n *yaml.Node, c *Config) {
+	if !c.Admin.API {
+		return
+	}
+	if c.Admin.TokenFile == "" {
+		d.add(n, "admin.token_file", "missing: the admin API needs a file holding its bearer token")
+	}
+	if c.Server.Admin == "" {
+		d.add(n, "admin.api", "needs the admin listener, but server.admin is off")
+		return
+	}
+	if !c.Admin.AllowRemote && !isLoopback(c.Server.Admin) {
+		d.add(n, "admin.api", "the admin listener %s is not a loopback address, so the API would be reachable from the network: bind server.admin to 127.0.0.1 or [::1], or set admin.allow_remote: true and protect the port", c.Server.Admin)
+	}
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// Token reads the admin token from TokenFile, relative to the directory of
+// the config file at configPath.
+func (a Admin) Token(configPath string) ([]byte, error) {
+	path := a.TokenFile
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(filepath.Dir(configPath), path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: admin.token_file: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4097))
+	if err != nil {
+		return nil, fmt.Errorf("config: admin.token_file: reading %s: %w", path, err)
+	}
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 4096:
+		return nil, fmt.Errorf("config: admin.token_file: %s is larger than 4096 bytes", path)
+	case len(b) < MinTokenLen:
+		return nil, fmt.Errorf("config: admin.token_file: the token in %s is %d bytes; want at least %d (such as the output of: openssl rand -hex 32)", path, len(b), MinTokenLen)
+	}
+	return b, nil
+}
