@@ -224,20 +224,29 @@ func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus
 	return out, nil
 }
 
-// ResetRequest forgets, for every rule that matches r, the key r would be
-// charged under, in the limit it would be charged under, and returns the
-// names of those rules.
-func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request) ([]string, error) {
+// ResetRequest forgets, for every rule that matches r (or only the one
+// named rule, if rule is not empty), the key r would be charged under, in
+// the limit it would be charged under and in the rule's default and tier
+// limits, and returns the names of the rules reset.
+func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string) ([]string, error) {
 	c := new(call)
 	l.match(c, r, cleanPath(r.URL.Path))
 	var rules []string
 	for i, e := range c.events {
-		if tp := c.policies[i]; tp != nil {
+		tp := c.policies[i]
+		if tp == nil || (rule != "" && e.Rule != rule) {
+			continue
+		}
+		tps, _ := c.rules[i].policies(nil)
+		if !slices.Contains(tps, tp) {
+			tps = append(tps, tp)
+		}
+		for _, tp := range tps {
 			if err := tp.lim.Reset(ctx, e.Key); err != nil {
 				return rules, err
 			}
-			rules = append(rules, e.Rule)
 		}
+		rules = append(rules, e.Rule)
 	}
 	return rules, nil
 }

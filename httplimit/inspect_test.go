@@ -98,7 +98,7 @@ func TestPeekAndResetRequest(t *testing.T) {
 	}
 	eq(t, "rule a remaining", st[0].Decision.Remaining, 1)
 	eq(t, "rule b remaining", st[1].Decision.Remaining, 2)
-	rules, err := e.lim.ResetRequest(ctx, r)
+	rules, err := e.lim.ResetRequest(ctx, r, "")
 	if err != nil || len(rules) != 2 {
 		t.Fatalf("ResetRequest: %v, %v", rules, err)
 	}

@@ -40,6 +40,11 @@ func check(path string) (summary string, warnings []string, err error) {
 	if _, err := options(cfg); err != nil {
 		return "", nil, err
 	}
+	if cfg.Admin.API {
+		if _, err := cfg.Admin.Token(path); err != nil {
+			return "", nil, err
+		}
+	}
 	if cfg.Limiter.Tiers.From.Source != 0 && cfg.Limiter.Tiers.Keys == nil {
 		warnings = append(warnings, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
 	}

@@ -115,6 +115,11 @@ func loadOptions(path string, data []byte) (gateway.Options, error) {
 	if err != nil {
 		return gateway.Options{}, err
 	}
+	if cfg.Admin.API {
+		if opts.AdminToken, err = cfg.Admin.Token(path); err != nil {
+			return gateway.Options{}, err
+		}
+	}
 	opts.ConfigHash = configHash(data)
 	return opts, nil
 }

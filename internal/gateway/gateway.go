@@ -24,6 +24,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -62,6 +64,12 @@ type Options struct {
 	LogLinesPerSecond int64
 	// Logger receives the gateway's logs. Default slog.Default().
 	Logger *slog.Logger
+	// AdminToken is the bearer token of the admin API (package admin) on
+	// the admin listener; empty turns the API off.
+	AdminToken []byte
+	// OverridesPoll is how often a gateway on Redis looks for overrides
+	// changed by other gateways. Default 500ms (with ±25% jitter).
+	OverridesPoll time.Duration
 	// ConfigHash identifies the configuration these options came from, in
 	// logs and in the sluice_config_info metric. Optional.
 	ConfigHash string
@@ -90,6 +98,9 @@ type Gateway struct {
 	admin    http.Handler
 	draining atomic.Bool
 	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
+
+	redis *redisstore.Store // nil on the memory backend
+	ov    *overrides.Set
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex      // serialises Reload
@@ -128,6 +139,10 @@ func New(opts Options) (*Gateway, error) {
 	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
 		return nil, err
 	}
+	if err := g.openOverrides(); err != nil {
+		g.Close()
+		return nil, err
+	}
 	gen, err := g.build(opts, nil)
 	if err != nil {
 		g.Close()
@@ -157,8 +172,51 @@ func New(opts Options) (*Gateway, error) {
 		}
 		fmt.Fprintln(w, "ready")
 	})
+	mux.Handle("/admin/", admin.Handler(admin.Options{
+		State: func() admin.State {
+			gen := g.gen.Load()
+			return admin.State{Limiter: gen.lim, Token: gen.opts.AdminToken}
+		},
+		Overrides: g.ov,
+		Logger:    g.log,
+	}))
 	g.admin = mux
 	return g, nil
+}
+
+// openOverrides opens the per-client overrides where the store keeps its
+// counters, reads them, and on Redis keeps reading them.
+func (g *Gateway) openOverrides() error {
+	failLog := &logLimit{per: 1}
+	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnError: func(err error) {
+		if failLog.allow(time.Now()) {
+			g.log.Warn("reading the per-client overrides failed; the last ones read stay in force", "error", err)
+		}
+	}}
+	var err error
+	if g.redis != nil {
+		prefix := g.opts.Redis.Prefix
+		if prefix == "" {
+			prefix = "sluice"
+		}
+		g.ov, err = overrides.NewRedis(o, g.redis.Client, prefix)
+	} else {
+		g.ov, err = overrides.NewMemory(o)
+	}
+	if err != nil {
+		return fmt.Errorf("gateway: %w", err)
+	}
+	if err := g.ov.Refresh(context.Background()); err != nil {
+		o.OnError(err) // Redis may be down: Run keeps trying
+	}
+	if g.redis != nil {
+		g.goBackground(g.ov.Run)
+	}
+	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_overrides",
+		Help: "Clients with a per-client override in force (set through the admin API).",
+	}, func() float64 { return float64(g.ov.Len()) }))
+	return nil
 }
 
 func withDefaults(opts Options) Options {
@@ -209,6 +267,9 @@ func (g *Gateway) build(opts Options, prev *generation) (*generation, error) {
 	obs := newObserver(g.m, g.backend, g.log, opts.LogLinesPerSecond)
 	obs.secret = g.secret
 	lo.Observer = obs
+	if lo.Tiers.From != (httplimit.KeyPart{}) {
+		lo.Overrides = g.ov
+	}
 	lim, err := httplimit.New(lo)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
@@ -342,7 +403,7 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 			g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis unreachable at start; deciding per on_error until it answers",
 				slog.String("on_error", onError), slog.Any("error", s.Ping(context.Background())))
 		}
-		g.store = s
+		g.store, g.redis = s, s
 		g.closer = func() error { return errors.Join(s.Close(), local.Close()) }
 		g.goBackground(func(ctx context.Context) {
 			watchDegraded(ctx, g.log, time.Second, s.Degraded, onError)

@@ -1,0 +1,139 @@
+// Package admin is the gateway's admin API, served on the admin listener
+// under /admin/v1/ when the config file turns it on: look at a key's state
+// without charging it, reset it, and manage per-client overrides. Every
+// request needs the bearer token from admin.token_file; errors are
+// application/problem+json documents (RFC 9457).
+//
+// Routes:
+//
+//	GET    /admin/v1/clients            the overrides in force
+//	GET    /admin/v1/clients/{client}   one client's override
+//	PUT    /admin/v1/clients/{client}   set a client's override, replacing it
+//	PATCH  /admin/v1/clients/{client}   change part of it (tier, limits, until)
+//	DELETE /admin/v1/clients/{client}   remove it
+//	POST   /admin/v1/keys/show          a key's or a request's state, uncharged
+//	POST   /admin/v1/keys/reset         forget a key, or a request's keys
+package admin
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/overrides"
+)
+
+// MaxBody is the largest request body the API reads, in bytes.
+const MaxBody = 64 << 10
+
+// State is what the API works on, from the configuration in force.
+type State struct {
+	Limiter *httplimit.Limiter
+	// Token is the bearer token the API requires; empty turns the API off.
+	Token []byte
+}
+
+// Options configure the API's handler.
+type Options struct {
+	// State returns the configuration in force; each API request calls it
+	// once. Required.
+	State func() State
+	// Overrides holds the per-client overrides. Required.
+	Overrides *overrides.Set
+	// Logger receives a line for every change made through the API.
+	// Default slog.Default().
+	Logger *slog.Logger
+}
+
+type api struct {
+	opts Options
+	log  *slog.Logger
+}
+
+// Handler returns the API's handler, to mount at /admin/ on the admin
+// listener.
+func Handler(opts Options) http.Handler {
+	a := &api{opts: opts, log: opts.Logger}
+	if a.log == nil {
+		a.log = slog.Default()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /admin/v1/clients", a.with(a.listClients))
+	mux.HandleFunc("GET /admin/v1/clients/{client}", a.with(a.getClient))
+	mux.HandleFunc("PUT /admin/v1/clients/{client}", a.with(a.putClient))
+	mux.HandleFunc("PATCH /admin/v1/clients/{client}", a.with(a.patchClient))
+	mux.HandleFunc("DELETE /admin/v1/clients/{client}", a.with(a.deleteClient))
+	mux.HandleFunc("POST /admin/v1/keys/show", a.with(a.showKey))
+	mux.HandleFunc("POST /admin/v1/keys/reset", a.with(a.resetKey))
+	mux.HandleFunc("/admin/", a.with(func(w http.ResponseWriter, r *http.Request, _ State) {
+		problem(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
+	}))
+	return mux
+}
+
+// with checks the token, then calls h with the state in force.
+func (a *api) with(h func(http.ResponseWriter, *http.Request, State)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		st := a.opts.State()
+		if len(st.Token) == 0 {
+			problem(w, http.StatusNotFound, "the admin API is off: set admin.api: true and admin.token_file in the config file")
+			return
+		}
+		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), st.Token) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
+			problem(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <the content of admin.token_file>)")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		h(w, r, st)
+	}
+}
+
+// decode reads a JSON body into v, refusing unknown fields, trailing data
+// and bodies over MaxBody; it answers the problem itself and returns false.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("data after the JSON value")
+	}
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		problem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBody))
+		return false
+	case err != nil:
+		problem(w, http.StatusBadRequest, "the body is not the JSON expected: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// problem answers an RFC 9457 problem document.
+func problem(w http.ResponseWriter, code int, detail string) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(struct {
+		Type   string `json:"type"`
+		Title  string `json:"title"`
+		Status int    `json:"status"`
+		Detail string `json:"detail"`
+	}{"about:blank", http.StatusText(code), code, detail})
+}

@@ -1,0 +1,159 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/overrides"
+)
+
+// clientBody is the body of PUT and PATCH on a client. For PATCH, absent
+// fields keep their value, a rule's limit set to null is removed, and an
+// until of "" means forever.
+type clientBody struct {
+	Tier   *string                     `json:"tier"`
+	Limits map[string]*overrides.Limit `json:"limits"`
+	Until  *string                     `json:"until"` // RFC 3339
+}
+
+func (a *api) listClients(w http.ResponseWriter, r *http.Request, _ State) {
+	reply(w, http.StatusOK, struct {
+		Clients []overrides.Entry `json:"clients"`
+	}{a.opts.Overrides.List()})
+}
+
+func (a *api) getClient(w http.ResponseWriter, r *http.Request, _ State) {
+	client := r.PathValue("client")
+	e, ok := a.opts.Overrides.Get(client)
+	if !ok {
+		problem(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
+		return
+	}
+	reply(w, http.StatusOK, e)
+}
+
+func (a *api) putClient(w http.ResponseWriter, r *http.Request, st State) {
+	a.setClient(w, r, st, false)
+}
+
+func (a *api) patchClient(w http.ResponseWriter, r *http.Request, st State) {
+	a.setClient(w, r, st, true)
+}
+
+func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch bool) {
+	client := r.PathValue("client")
+	var b clientBody
+	if !decode(w, r, &b) {
+		return
+	}
+	e := overrides.Entry{Client: client}
+	if patch {
+		if old, ok := a.opts.Overrides.Get(client); ok {
+			e = old
+			e.Limits = make(map[string]overrides.Limit, len(old.Limits))
+			for k, v := range old.Limits {
+				e.Limits[k] = v
+			}
+		}
+	}
+	if b.Tier != nil {
+		e.Tier = *b.Tier
+	}
+	for rule, l := range b.Limits {
+		if e.Limits == nil {
+			e.Limits = map[string]overrides.Limit{}
+		}
+		if l == nil {
+			delete(e.Limits, rule)
+		} else {
+			e.Limits[rule] = *l
+		}
+	}
+	if b.Until != nil {
+		e.Until = time.Time{}
+		if *b.Until != "" {
+			t, err := time.Parse(time.RFC3339, *b.Until)
+			if err != nil {
+				problem(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *b.Until))
+				return
+			}
+			e.Until = t
+		}
+	}
+	if code, msg := check(st.Limiter, &e); code != 0 {
+		problem(w, code, msg)
+		return
+	}
+	switch err := a.opts.Overrides.Put(r.Context(), e); {
+	case errors.Is(err, overrides.ErrInvalid):
+		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+		return
+	case errors.Is(err, overrides.ErrFull):
+		problem(w, http.StatusConflict, err.Error())
+		return
+	case err != nil:
+		problem(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "until", e.Until)
+	got, _ := a.opts.Overrides.Get(client)
+	reply(w, http.StatusOK, got)
+}
+
+func (a *api) deleteClient(w http.ResponseWriter, r *http.Request, _ State) {
+	client := r.PathValue("client")
+	ok, err := a.opts.Overrides.Delete(r.Context(), client)
+	switch {
+	case err != nil:
+		problem(w, http.StatusServiceUnavailable, err.Error())
+	case !ok:
+		problem(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
+	default:
+		a.log.Info("admin API: client override removed", "client", digest(client))
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// check holds an override to the configuration in force: clients must be
+// identified (tiers.from), the tier must be one a rule knows, and every
+// rule must exist and take a limit. A limit without an algorithm gets its
+// rule's. It returns the status and detail of a problem, or 0.
+func check(lim *httplimit.Limiter, e *overrides.Entry) (int, string) {
+	if lim.TierSource() == (httplimit.KeyPart{}) {
+		return http.StatusConflict, "overrides need tiers.from in the config file: the request attribute (such as header:X-API-Key) whose value identifies a client"
+	}
+	if e.Tier == "" && len(e.Limits) == 0 {
+		return http.StatusBadRequest, "give a tier or limits (to remove the override, DELETE it)"
+	}
+	if tiers := lim.TierNames(); e.Tier != "" && !slices.Contains(tiers, e.Tier) {
+		return http.StatusBadRequest, fmt.Sprintf("unknown tier %q: the rules know %s", e.Tier, strings.Join(tiers, ", "))
+	}
+	for name, l := range e.Limits {
+		rule, ok := lim.Rule(name)
+		if !ok {
+			return http.StatusBadRequest, fmt.Sprintf("no rule is named %q: the rules are %s", name, strings.Join(lim.Rules(), ", "))
+		}
+		if rule.Action == httplimit.Exempt {
+			return http.StatusBadRequest, fmt.Sprintf("rule %q is exempt and takes no limit", name)
+		}
+		if l.Algorithm == "" {
+			l.Algorithm = rule.Limit.Algorithm.String()
+		}
+		if rule.Action == httplimit.Delay && l.Algorithm != "token_bucket" && l.Algorithm != "gcra" {
+			return http.StatusBadRequest, fmt.Sprintf("rule %q delays requests: its limit needs algorithm token_bucket or gcra, not %s", name, l.Algorithm)
+		}
+		e.Limits[name] = l
+	}
+	return 0, ""
+}
+
+// digest names a client in logs without revealing it (it may be a secret
+// API key).
+func digest(client string) string {
+	return strings.TrimPrefix(httplimit.ClientPolicyName("", client), "@")
+}

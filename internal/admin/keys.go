@@ -1,0 +1,246 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/httplimit"
+)
+
+// keyBody names the keys to show or reset: a rule (or, without one, every
+// rule whose key has as many parts) and the values of its key parts, or a
+// request described as the gateway would receive it. Client, if set, adds
+// that client's own limits (from its override) to a key form.
+type keyBody struct {
+	Rule    string       `json:"rule,omitempty"`
+	Key     []string     `json:"key,omitempty"`
+	Client  string       `json:"client,omitempty"`
+	Request *requestBody `json:"request,omitempty"`
+}
+
+type requestBody struct {
+	Method     string            `json:"method,omitempty"` // default GET
+	Path       string            `json:"path"`             // with any query
+	Host       string            `json:"host,omitempty"`
+	Headers    map[string]string `json:"headers,omitempty"`
+	RemoteAddr string            `json:"remote_addr"` // the client's address, as the gateway's peer
+}
+
+// limitState is one limit's state for one key.
+type limitState struct {
+	Rule    string     `json:"rule"`
+	Tier    string     `json:"tier,omitempty"`
+	Exempt  bool       `json:"exempt,omitempty"`
+	Skipped bool       `json:"skipped,omitempty"`
+	Limit   *limitJSON `json:"limit,omitempty"`
+	State   *stateJSON `json:"state,omitempty"`
+}
+
+type limitJSON struct {
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Period    string `json:"period"`
+	Burst     int64  `json:"burst,omitempty"`
+}
+
+type stateJSON struct {
+	// Used is what the key has used of the limit's capacity (its burst
+	// for buckets, its limit for windows): capacity minus Remaining.
+	Used       int64     `json:"used"`
+	Remaining  int64     `json:"remaining"`
+	Allowed    bool      `json:"allowed"` // would one more request pass
+	RetryAfter float64   `json:"retry_after_seconds"`
+	ResetAfter float64   `json:"reset_after_seconds"`
+	Reset      time.Time `json:"reset"`
+}
+
+func toJSON(ks httplimit.KeyStatus) limitState {
+	s := limitState{Rule: ks.Rule, Tier: ks.Tier, Exempt: ks.Exempt, Skipped: ks.Skipped}
+	if ks.Limit.Count == 0 {
+		return s
+	}
+	l := ks.Limit
+	s.Limit = &limitJSON{Algorithm: l.Algorithm.String(), Limit: l.Count, Period: l.Period.String(), Burst: l.Burst}
+	capacity := l.Count
+	if l.Algorithm.IsBucket() && l.Burst > 0 {
+		capacity = l.Burst
+	}
+	d := ks.Decision
+	s.State = &stateJSON{Used: max(0, capacity-d.Remaining), Remaining: d.Remaining, Allowed: d.Allowed,
+		RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds(), Reset: d.ResetTime().UTC()}
+	return s
+}
+
+// keys resolves a key form into (rule, key) pairs, or answers a problem.
+func keys(w http.ResponseWriter, lim *httplimit.Limiter, b *keyBody) (rules, ks []string, ok bool) {
+	names := []string{b.Rule}
+	if b.Rule == "" {
+		names = lim.Rules()
+	}
+	for _, name := range names {
+		k, err := lim.RuleKey(name, b.Key)
+		switch {
+		case err == nil:
+			rules, ks = append(rules, name), append(ks, k)
+		case b.Rule == "":
+			// Without a rule, the rules the values do not fit are not meant.
+		case errors.Is(err, httplimit.ErrUnknownRule):
+			problem(w, http.StatusNotFound, fmt.Sprintf("no rule is named %q: the rules are %s", b.Rule, strings.Join(lim.Rules(), ", ")))
+			return nil, nil, false
+		default:
+			problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), httplimit.ErrInvalidKey.Error()+": "))
+			return nil, nil, false
+		}
+	}
+	if len(rules) == 0 {
+		problem(w, http.StatusBadRequest, fmt.Sprintf("no rule is keyed by %d values", len(b.Key)))
+		return nil, nil, false
+	}
+	return rules, ks, true
+}
+
+// request builds the http.Request a description stands for.
+func request(rb *requestBody) (*http.Request, error) {
+	if rb.Path == "" || rb.Path[0] != '/' {
+		return nil, fmt.Errorf("request.path %q: want a path starting with /", rb.Path)
+	}
+	u, err := url.ParseRequestURI(rb.Path)
+	if err != nil {
+		return nil, fmt.Errorf("request.path %q: %v", rb.Path, err)
+	}
+	method := rb.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if strings.ContainsAny(method, " \t\r\n/:") {
+		return nil, fmt.Errorf("request.method %q is not an HTTP method", method)
+	}
+	remote := rb.RemoteAddr
+	if remote == "" {
+		return nil, errors.New("request.remote_addr: required: the address of the client (or of the proxy in front of it)")
+	}
+	if _, _, err := net.SplitHostPort(remote); err != nil {
+		remote = net.JoinHostPort(strings.Trim(remote, "[]"), "0")
+	}
+	r := &http.Request{Method: method, URL: u, Host: rb.Host, Header: http.Header{}, RemoteAddr: remote, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+	for k, v := range rb.Headers {
+		r.Header.Set(k, v)
+	}
+	if r.Host == "" {
+		r.Host = r.Header.Get("Host")
+	}
+	return r, nil
+}
+
+// parse reads and checks a key body; it answers the problem itself.
+func parse(w http.ResponseWriter, r *http.Request) (*keyBody, *http.Request, bool) {
+	var b keyBody
+	if !decode(w, r, &b) {
+		return nil, nil, false
+	}
+	switch {
+	case b.Request != nil && b.Key != nil:
+		problem(w, http.StatusBadRequest, "give key or request, not both")
+		return nil, nil, false
+	case b.Request == nil && b.Key == nil:
+		problem(w, http.StatusBadRequest, `give key (the values of a rule's key parts, such as {"rule": "login", "key": ["203.0.113.9"]}) or request (method, path, host, headers, remote_addr)`)
+		return nil, nil, false
+	case b.Request != nil && b.Client != "":
+		problem(w, http.StatusBadRequest, "client goes with key; a request names its client itself")
+		return nil, nil, false
+	}
+	if b.Request == nil {
+		return &b, nil, true
+	}
+	req, err := request(b.Request)
+	if err != nil {
+		problem(w, http.StatusBadRequest, err.Error())
+		return nil, nil, false
+	}
+	return &b, req, true
+}
+
+func (a *api) showKey(w http.ResponseWriter, r *http.Request, st State) {
+	b, req, ok := parse(w, r)
+	if !ok {
+		return
+	}
+	var out []limitState
+	if req != nil {
+		sts, err := st.Limiter.PeekRequest(r.Context(), req)
+		if err != nil {
+			problem(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+		for _, s := range sts {
+			if b.Rule == "" || s.Rule == b.Rule {
+				out = append(out, toJSON(s))
+			}
+		}
+	} else {
+		rules, ks, ok := keys(w, st.Limiter, b)
+		if !ok {
+			return
+		}
+		ov := a.override(b.Client)
+		for i, rule := range rules {
+			sts, err := st.Limiter.PeekKey(r.Context(), rule, ks[i], ov)
+			if err != nil {
+				problem(w, http.StatusServiceUnavailable, err.Error())
+				return
+			}
+			for _, s := range sts {
+				out = append(out, toJSON(s))
+			}
+		}
+	}
+	reply(w, http.StatusOK, struct {
+		Limits []limitState `json:"limits"`
+	}{out})
+}
+
+func (a *api) override(client string) *httplimit.ClientOverride {
+	if client == "" {
+		return nil
+	}
+	return a.opts.Overrides.Override(client)
+}
+
+func (a *api) resetKey(w http.ResponseWriter, r *http.Request, st State) {
+	b, req, ok := parse(w, r)
+	if !ok {
+		return
+	}
+	var done []string
+	if req != nil {
+		var err error
+		if done, err = st.Limiter.ResetRequest(r.Context(), req, b.Rule); err != nil {
+			problem(w, http.StatusServiceUnavailable, err.Error())
+			return
+		}
+	} else {
+		rules, ks, ok := keys(w, st.Limiter, b)
+		if !ok {
+			return
+		}
+		ov := a.override(b.Client)
+		for i, rule := range rules {
+			if err := st.Limiter.ResetKey(r.Context(), rule, ks[i], ov); err != nil {
+				problem(w, http.StatusServiceUnavailable, err.Error())
+				return
+			}
+			done = append(done, rule)
+		}
+	}
+	done = slices.Compact(done)
+	a.log.Info("admin API: key reset", "rules", done)
+	reply(w, http.StatusOK, struct {
+		Reset []string `json:"reset"`
+	}{done})
+}
