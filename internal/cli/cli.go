@@ -44,6 +44,8 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return serve(ctx, args[1:], stderr, ready)
 	case "check-config":
 		return checkConfig(args[1:], stdout, stderr)
+	case "client", "key":
+		return adminCommand(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "sluice", version())
 		return 0

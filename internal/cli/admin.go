@@ -1,0 +1,370 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_file in the config file):
+  sluice client list                          the per-client overrides in force
+  sluice client show CLIENT                   one client's override
+  sluice client set-tier CLIENT TIER [--until TIME]
+                                              put a client (a value of tiers.from, such as an API key) in a tier
+  sluice client set-limit CLIENT --rule RULE --limit N --period DURATION
+                 [--algorithm A] [--burst N] [--until TIME]
+                                              give a client its own limit for a rule
+  sluice client remove CLIENT                 remove a client's override
+  sluice key show [--rule RULE] [--client CLIENT] VALUE...
+                                              a key's state under each of its limits, without charging it
+  sluice key reset [--rule RULE] [--client CLIENT] VALUE...
+                                              forget a key: its full quota is back
+
+VALUE... are the values of the rule's key parts, in order (an IP address for
+ip). Without --rule, every rule keyed by that many parts. TIME is RFC 3339,
+such as 2026-12-31T00:00:00Z. Every command takes:
+  --admin URL          the admin listener (default $SLUICE_ADMIN_URL, or http://127.0.0.1:9090)
+  --token-file FILE    the file holding the admin token (default $SLUICE_ADMIN_TOKEN_FILE)
+  --json               print the API's JSON answer
+`
+
+// adminClient is a command's connection to the admin API.
+type adminClient struct {
+	base   string
+	token  string
+	json   bool
+	stdout io.Writer
+}
+
+// adminCommand runs "sluice client ..." and "sluice key ...".
+func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
+		fmt.Fprint(stderr, adminUsage)
+		return 2
+	}
+	name := "sluice " + args[0] + " " + args[1]
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
+	base := fs.String("admin", envOr("SLUICE_ADMIN_URL", "http://127.0.0.1:9090"), "the admin listener's `URL`")
+	tokenFile := fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "the `FILE` holding the admin token")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	rule := fs.String("rule", "", "the `RULE`")
+	client := fs.String("client", "", "for key: add this `CLIENT`'s own limits")
+	until := fs.String("until", "", "when the override ends (RFC 3339 `TIME`)")
+	limit := fs.Int64("limit", 0, "the limit's count `N`")
+	period := fs.String("period", "", "the limit's `DURATION`, such as 1m")
+	algorithm := fs.String("algorithm", "", "the limit's algorithm (default: the rule's)")
+	burst := fs.Int64("burst", 0, "the limit's burst `N` (buckets)")
+	pos, err := parseInterspersed(fs, args[2:])
+	if err != nil {
+		return 2
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(stderr, "%s: %s\n\n%s", name, msg, adminUsage)
+		return 2
+	}
+	if *tokenFile == "" {
+		return usage("--token-file is required (or set SLUICE_ADMIN_TOKEN_FILE)")
+	}
+	tok, err := os.ReadFile(*tokenFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: reading the token: %v\n", name, err)
+		return 1
+	}
+	u, err := url.Parse(*base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usage(fmt.Sprintf("--admin %q: want an http:// or https:// URL", *base))
+	}
+	if *until != "" {
+		if _, err := time.Parse(time.RFC3339, *until); err != nil {
+			return usage(fmt.Sprintf("--until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *until))
+		}
+	}
+	c := &adminClient{base: strings.TrimRight(*base, "/") + "/admin/v1", token: strings.TrimSpace(string(tok)), json: *asJSON, stdout: stdout}
+	clientURL := func() string { return c.base + "/clients/" + url.PathEscape(pos[0]) }
+	var run func() error
+	switch args[0] + " " + args[1] {
+	case "client list":
+		if len(pos) != 0 {
+			return usage("takes no arguments")
+		}
+		run = func() error { return c.do(ctx, "GET", c.base+"/clients", nil, printClients) }
+	case "client show":
+		if len(pos) != 1 {
+			return usage("want CLIENT")
+		}
+		run = func() error { return c.do(ctx, "GET", clientURL(), nil, printClient) }
+	case "client remove":
+		if len(pos) != 1 {
+			return usage("want CLIENT")
+		}
+		run = func() error {
+			return c.do(ctx, "DELETE", clientURL(), nil, func(w io.Writer, _ []byte) { fmt.Fprintf(w, "removed the override of %s\n", pos[0]) })
+		}
+	case "client set-tier":
+		if len(pos) != 2 {
+			return usage("want CLIENT TIER")
+		}
+		body := map[string]any{"tier": pos[1]}
+		if *until != "" {
+			body["until"] = *until
+		}
+		run = func() error { return c.do(ctx, "PATCH", clientURL(), body, printClient) }
+	case "client set-limit":
+		if len(pos) != 1 || *rule == "" || *limit == 0 || *period == "" {
+			return usage("want CLIENT --rule RULE --limit N --period DURATION")
+		}
+		l := map[string]any{"limit": *limit, "period": *period}
+		if *algorithm != "" {
+			l["algorithm"] = *algorithm
+		}
+		if *burst != 0 {
+			l["burst"] = *burst
+		}
+		body := map[string]any{"limits": map[string]any{*rule: l}}
+		if *until != "" {
+			body["until"] = *until
+		}
+		run = func() error { return c.do(ctx, "PATCH", clientURL(), body, printClient) }
+	case "key show", "key reset":
+		if len(pos) == 0 && *rule == "" {
+			return usage("want VALUE... (or --rule for a rule keyed by global alone)")
+		}
+		body := map[string]any{"key": append([]string{}, pos...)}
+		if *rule != "" {
+			body["rule"] = *rule
+		}
+		if *client != "" {
+			body["client"] = *client
+		}
+		if args[1] == "show" {
+			run = func() error { return c.do(ctx, "POST", c.base+"/keys/show", body, printKey) }
+		} else {
+			run = func() error { return c.do(ctx, "POST", c.base+"/keys/reset", body, printReset) }
+		}
+	default:
+		return usage(fmt.Sprintf("unknown command %q", args[0]+" "+args[1]))
+	}
+	if err := run(); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseInterspersed parses flags that may come before, between or after
+// the positional arguments, which it returns; "--" ends the flags.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// do sends a request to the API and prints its answer with print, or
+// returns the problem it answered.
+func (c *adminClient) do(ctx context.Context, method, u string, body any, print func(io.Writer, []byte)) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode >= 300 {
+		var p struct {
+			Detail string `json:"detail"`
+		}
+		if json.Unmarshal(b, &p) != nil || p.Detail == "" {
+			p.Detail = strings.TrimSpace(string(b))
+		}
+		return fmt.Errorf("%s (HTTP %d)", p.Detail, resp.StatusCode)
+	}
+	if c.json {
+		c.stdout.Write(b)
+		return nil
+	}
+	print(c.stdout, b)
+	return nil
+}
+
+type entryJSON struct {
+	Client string `json:"client"`
+	Tier   string `json:"tier"`
+	Limits map[string]struct {
+		Algorithm string `json:"algorithm"`
+		Limit     int64  `json:"limit"`
+		Period    string `json:"period"`
+		Burst     int64  `json:"burst"`
+	} `json:"limits"`
+	Until time.Time `json:"until"`
+}
+
+func (e entryJSON) cells() []string {
+	tier, until := e.Tier, "-"
+	if tier == "" {
+		tier = "-"
+	}
+	if !e.Until.IsZero() {
+		until = e.Until.Format(time.RFC3339)
+	}
+	rules := make([]string, 0, len(e.Limits))
+	for r := range e.Limits {
+		rules = append(rules, r)
+	}
+	sort.Strings(rules)
+	var ls []string
+	for _, r := range rules {
+		l := e.Limits[r]
+		s := fmt.Sprintf("%s=%d/%s %s", r, l.Limit, l.Period, l.Algorithm)
+		if l.Burst != 0 {
+			s += fmt.Sprintf(" burst %d", l.Burst)
+		}
+		ls = append(ls, s)
+	}
+	limits := strings.Join(ls, "; ")
+	if limits == "" {
+		limits = "-"
+	}
+	return []string{e.Client, tier, limits, until}
+}
+
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func printClients(w io.Writer, b []byte) {
+	var v struct {
+		Clients []entryJSON `json:"clients"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	if len(v.Clients) == 0 {
+		fmt.Fprintln(w, "no overrides")
+		return
+	}
+	rows := make([][]string, len(v.Clients))
+	for i, e := range v.Clients {
+		rows[i] = e.cells()
+	}
+	table(w, []string{"CLIENT", "TIER", "LIMITS", "UNTIL"}, rows)
+}
+
+func printClient(w io.Writer, b []byte) {
+	var e entryJSON
+	if err := json.Unmarshal(b, &e); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	table(w, []string{"CLIENT", "TIER", "LIMITS", "UNTIL"}, [][]string{e.cells()})
+}
+
+func printKey(w io.Writer, b []byte) {
+	var v struct {
+		Limits []struct {
+			Rule   string `json:"rule"`
+			Tier   string `json:"tier"`
+			Exempt bool   `json:"exempt"`
+			Limit  *struct {
+				Algorithm string `json:"algorithm"`
+				Limit     int64  `json:"limit"`
+				Period    string `json:"period"`
+				Burst     int64  `json:"burst"`
+			} `json:"limit"`
+			State *struct {
+				Used       int64   `json:"used"`
+				Remaining  int64   `json:"remaining"`
+				Allowed    bool    `json:"allowed"`
+				ResetAfter float64 `json:"reset_after_seconds"`
+			} `json:"state"`
+		} `json:"limits"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	var rows [][]string
+	for _, l := range v.Limits {
+		tier := l.Tier
+		if tier == "" {
+			tier = "(default)"
+		}
+		if l.Limit == nil || l.State == nil {
+			rows = append(rows, []string{l.Rule, "-", "exempt", "-", "-", "-"})
+			continue
+		}
+		lim := fmt.Sprintf("%d/%s %s", l.Limit.Limit, l.Limit.Period, l.Limit.Algorithm)
+		reset := (time.Duration(l.State.ResetAfter * float64(time.Second))).Round(time.Millisecond).String()
+		rows = append(rows, []string{l.Rule, tier, lim, fmt.Sprint(l.State.Used), fmt.Sprint(l.State.Remaining), reset})
+	}
+	table(w, []string{"RULE", "TIER", "LIMIT", "USED", "REMAINING", "FULL IN"}, rows)
+}
+
+func printReset(w io.Writer, b []byte) {
+	var v struct {
+		Reset []string `json:"reset"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	fmt.Fprintf(w, "reset in %s\n", strings.Join(v.Reset, ", "))
+}
+
+

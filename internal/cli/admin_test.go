@@ -1,0 +1,160 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/internal/cli"
+)
+
+const adminConfig = `server: {listen: 127.0.0.1:0, admin: 127.0.0.1:0}
+upstream: builtin:echo
+admin: {api: true, token_file: admin-token}
+tiers:
+  from: header:X-API-Key
+  keys: {k-gold: premium}
+rules:
+  - name: login
+    match: {path: /login}
+    algorithm: fixed_window
+    limit: 5
+    period: 1h
+  - name: api
+    match: {path: /api}
+    key: [header:X-API-Key]
+    algorithm: fixed_window
+    limit: 2
+    period: 1h
+    tiers: {premium: {limit: 4}}
+`
+
+// serveAdmin runs `sluice serve` with the admin API on and returns the
+// gateway's URL, the admin URL and the token file.
+func serveAdmin(t *testing.T) (string, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin-token")
+	os.WriteFile(tokenFile, []byte("a-token-of-thirty-two-characters\n"), 0o600)
+	path := filepath.Join(dir, "sluice.yaml")
+	os.WriteFile(path, []byte(adminConfig), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]net.Addr, 1)
+	code := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		code <- cli.RunWithReady(ctx, []string{"serve", "--config", path}, io.Discard, &stderr,
+			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+	}()
+	t.Cleanup(func() { cancel(); <-code })
+	select {
+	case a := <-addrs:
+		return "http://" + a[0].String(), "http://" + a[1].String(), tokenFile
+	case c := <-code:
+		t.Fatalf("serve exited with %d: %s", c, stderr.String())
+	}
+	return "", "", ""
+}
+
+func TestClientAndKeyCommands(t *testing.T) {
+	gw, admin, tok := serveAdmin(t)
+	run := func(wantCode int, args ...string) string {
+		t.Helper()
+		var out, errb bytes.Buffer
+		args = append(args, "--admin", admin, "--token-file", tok)
+		if c := cli.Run(context.Background(), args, &out, &errb); c != wantCode {
+			t.Fatalf("sluice %s: exit %d, want %d; stdout %q, stderr %q", strings.Join(args, " "), c, wantCode, out.String(), errb.String())
+		}
+		return out.String() + errb.String()
+	}
+	count := func(path, key string, n int) int {
+		ok := 0
+		for range n {
+			req, _ := http.NewRequest("GET", gw+path, nil)
+			req.Header.Set("X-API-Key", key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				ok++
+			}
+		}
+		return ok
+	}
+
+	if out := run(0, "client", "list"); !strings.Contains(out, "no overrides") {
+		t.Errorf("client list with none: %q", out)
+	}
+	if out := run(0, "client", "set-tier", "k/1", "premium", "--until", "2999-12-31T00:00:00Z"); !strings.Contains(out, "premium") || !strings.Contains(out, "2999-12-31") {
+		t.Errorf("set-tier: %q", out)
+	}
+	if n := count("/api", "k/1", 6); n != 4 {
+		t.Errorf("client set to premium by the command: %d allowed, want 4", n)
+	}
+	if out := run(0, "client", "set-limit", "k-2", "--rule", "api", "--limit", "3", "--period", "1h"); !strings.Contains(out, "api=3/1h fixed_window") {
+		t.Errorf("set-limit: %q", out)
+	}
+	if n := count("/api", "k-2", 6); n != 3 {
+		t.Errorf("client with its own limit: %d allowed, want 3", n)
+	}
+	out := run(0, "client", "list")
+	if !strings.Contains(out, "k/1") || !strings.Contains(out, "k-2") {
+		t.Errorf("client list: %q", out)
+	}
+	run(0, "client", "remove", "k/1")
+	if out := run(1, "client", "show", "k/1"); !strings.Contains(out, "has no override (HTTP 404)") {
+		t.Errorf("show after remove: %q", out)
+	}
+
+	count("/login", "", 2)
+	if out := run(0, "key", "show", "--rule", "login", "127.0.0.1"); !regexpLine(out, "login", "5/1h0m0s", "2", "3") {
+		t.Errorf("key show: %q", out)
+	}
+	if out := run(0, "key", "reset", "--rule", "login", "127.0.0.1"); !strings.Contains(out, "reset in login") {
+		t.Errorf("key reset: %q", out)
+	}
+	if out := run(0, "key", "show", "127.0.0.1", "--rule", "login"); !regexpLine(out, "login", "5/1h0m0s", "0", "5") {
+		t.Errorf("key show after reset: %q", out)
+	}
+	if out := run(1, "key", "show", "--rule", "nope", "x"); !strings.Contains(out, `no rule is named "nope"`) {
+		t.Errorf("unknown rule: %q", out)
+	}
+	if out := run(1, "client", "set-tier", "k", "gold"); !strings.Contains(out, `unknown tier "gold"`) {
+		t.Errorf("unknown tier: %q", out)
+	}
+	if out := run(2, "client", "set-limit", "k", "--rule", "api"); !strings.Contains(out, "want CLIENT --rule RULE --limit N --period DURATION") {
+		t.Errorf("set-limit without a limit: %q", out)
+	}
+	// A wrong token is refused.
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("not-the-token-at-all"), 0o600)
+	var errb bytes.Buffer
+	if c := cli.Run(context.Background(), []string{"client", "list", "--admin", admin, "--token-file", bad}, io.Discard, &errb); c != 1 || !strings.Contains(errb.String(), "HTTP 401") {
+		t.Errorf("wrong token: exit %d, %q", c, errb.String())
+	}
+}
+
+// regexpLine reports whether some line of out holds every field, in order.
+func regexpLine(out string, fields ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		i := 0
+		for _, w := range f {
+			if i < len(fields) && w == fields[i] {
+				i++
+			}
+		}
+		if i == len(fields) {
+			return true
+		}
+	}
+	return false
+}
