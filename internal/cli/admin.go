@@ -366,5 +366,3 @@ func printReset(w io.Writer, b []byte) {
 	}
 	fmt.Fprintf(w, "reset in %s\n", strings.Join(v.Reset, ", "))
 }
-
-
