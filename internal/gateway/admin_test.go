@@ -26,7 +26,10 @@ func startGW(t *testing.T, opts gateway.Options) (*running, *gateway.Gateway) {
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
-	opts.Listen, opts.Admin, opts.Upstream = "127.0.0.1:0", "127.0.0.1:0", gateway.EchoUpstream
+	opts.Listen, opts.Admin = "127.0.0.1:0", "127.0.0.1:0"
+	if opts.Upstream == "" {
+		opts.Upstream = gateway.EchoUpstream
+	}
 	g, err := gateway.New(opts)
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
