@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +170,42 @@ func TestOverrides(t *testing.T) {
 	if a, b := httplimit.ClientPolicyName("api", "k1"), httplimit.ClientPolicyName("api", "k2"); a == b || len(a) != len("api@")+16 {
 		t.Errorf("ClientPolicyName: %q and %q", a, b)
 	}
+}
+
+// FuzzRuleKey holds RuleKey to the key the limiter computes for a request
+// carrying the same values.
+func FuzzRuleKey(f *testing.F) {
+	store := memstore.New(memstore.Options{})
+	f.Cleanup(func() { store.Close() })
+	lim, err := httplimit.New(httplimit.Options{Store: store, Rules: []httplimit.Rule{
+		{Name: "r", Key: []httplimit.KeyPart{httplimit.IP(), httplimit.Header("X-K"), httplimit.Global(), httplimit.Host()},
+			Limit: limit(sluice.FixedWindow, 5, time.Hour)},
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add("203.0.113.9", "key", "API.example.com:443")
+	f.Add("2001:db8::1", "k:2", "[::1]:80")
+	f.Add("::ffff:192.0.2.1", "x", "h")
+	f.Fuzz(func(t *testing.T, ip, v, host string) {
+		key, err := lim.RuleKey("r", []string{ip, v, host})
+		if err != nil {
+			return
+		}
+		a, err := netip.ParseAddr(ip)
+		if err != nil || a.Zone() != "" {
+			t.Skip()
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = netip.AddrPortFrom(a, 1).String()
+		r.Host = host
+		r.Header.Set("X-K", v)
+		st, err := lim.PeekRequest(context.Background(), r)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("PeekRequest: %v, %v", st, err)
+		}
+		if st[0].Key != key {
+			t.Errorf("RuleKey(%q, %q, %q) = %q, the request's key is %q", ip, v, host, key, st[0].Key)
+		}
+	})
 }
