@@ -158,3 +158,21 @@ func regexpLine(out string, fields ...string) bool {
 	}
 	return false
 }
+
+func TestCheckConfigReadsTheAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "sluice.yaml")
+	os.WriteFile(path, []byte(adminConfig), 0o600)
+	var errb bytes.Buffer
+	if c := cli.Run(context.Background(), []string{"check-config", path}, io.Discard, &errb); c != 1 || !strings.Contains(errb.String(), "admin.token_file") {
+		t.Errorf("check-config without the token file: exit %d, %q", c, errb.String())
+	}
+	errb.Reset()
+	if c := cli.Run(context.Background(), []string{"serve", "--config", path}, io.Discard, &errb); c != 1 || !strings.Contains(errb.String(), "admin.token_file") {
+		t.Errorf("serve without the token file: exit %d, %q", c, errb.String())
+	}
+	os.WriteFile(filepath.Join(dir, "admin-token"), []byte("a-token-of-thirty-two-characters\n"), 0o600)
+	if c := cli.Run(context.Background(), []string{"check-config", path}, io.Discard, io.Discard); c != 0 {
+		t.Errorf("check-config with the token file: exit %d", c)
+	}
+}
