@@ -28,6 +28,7 @@ func options(cfg *config.Config) (gateway.Options, error) {
 		Redis:             cfg.Store.Redis,
 		Limiter:           lo,
 		LogLinesPerSecond: cfg.RejectionLogsPerSecond,
+		AdminAllowRemote:  cfg.Admin.AllowRemote,
 	}, nil
 }
 

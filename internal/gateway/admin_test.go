@@ -333,3 +333,37 @@ func TestTwoGatewaysShareOverridesThroughRedis(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A reload cannot turn the API on while the running admin listener is off
+// loopback, whatever address the new file names.
+func TestAdminAPINeedsLoopbackListener(t *testing.T) {
+	opts := adminOptions()
+	opts.Admin = "0.0.0.0:0"
+	opts.Listen = "127.0.0.1:0"
+	opts.Upstream = gateway.EchoUpstream
+	if _, err := gateway.New(opts); err == nil || !strings.Contains(err.Error(), "not bound to a loopback address") {
+		t.Fatalf("New with the API on 0.0.0.0: %v", err)
+	}
+	opts.AdminToken = nil
+	g, err := gateway.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	err = g.Reload(func() (gateway.Options, error) {
+		o := adminOptions()
+		o.Admin, o.Upstream = "127.0.0.1:9090", gateway.EchoUpstream
+		return o, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "not bound to a loopback address") {
+		t.Errorf("Reload turning the API on: %v", err)
+	}
+	err = g.Reload(func() (gateway.Options, error) {
+		o := adminOptions()
+		o.Admin, o.Upstream, o.AdminAllowRemote = "0.0.0.0:0", gateway.EchoUpstream, true
+		return o, nil
+	})
+	if err != nil {
+		t.Errorf("Reload with allow_remote: %v", err)
+	}
+}

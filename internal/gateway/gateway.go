@@ -12,8 +12,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,6 +69,10 @@ type Options struct {
 	// AdminToken is the bearer token of the admin API (package admin) on
 	// the admin listener; empty turns the API off.
 	AdminToken []byte
+	// AdminAllowRemote lets the admin API run on an admin listener that is
+	// not bound to a loopback address; without it, New and Reload refuse
+	// options that would.
+	AdminAllowRemote bool
 	// OverridesPoll is how often a gateway on Redis looks for overrides
 	// changed by other gateways. Default 500ms (with ±25% jitter).
 	OverridesPoll time.Duration
@@ -248,6 +254,10 @@ func withDefaults(opts Options) Options {
 // previous generation's upstream when the upstream is unchanged, so that a
 // reload keeps the proxy's connections.
 func (g *Gateway) build(opts Options, prev *generation) (*generation, error) {
+	// The running listener's address counts: a reload cannot move it.
+	if len(opts.AdminToken) > 0 && !opts.AdminAllowRemote && !isLoopback(g.opts.Admin) {
+		return nil, fmt.Errorf("gateway: the admin API cannot run on the admin listener %s, which is not bound to a loopback address, without allow_remote", g.opts.Admin)
+	}
 	gen := &generation{opts: opts}
 	switch {
 	case prev != nil && prev.opts.Upstream == opts.Upstream:
@@ -546,6 +556,18 @@ func (g *Gateway) server(h http.Handler) *http.Server {
 		MaxHeaderBytes:    g.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
+}
+
+func isLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 func addrString(a net.Addr) string {
