@@ -1,6 +1,8 @@
 // Package gateway is the sluice command's gateway: the httplimit middleware
 // in front of a reverse proxy (or the built-in echo upstream), with an
-// admin listener for Prometheus metrics and health checks.
+// admin listener for Prometheus metrics, health checks and, when a token is
+// set, the admin API (package admin). Reload swaps in a new configuration
+// while the gateway runs, keeping the store and its counters.
 package gateway
 
 import (
@@ -35,8 +37,8 @@ import (
 // EchoUpstream is the Upstream value that selects the built-in echo handler.
 const EchoUpstream = "builtin:echo"
 
-// Options configure a Gateway. Limiter.Store and Limiter.Observer are set
-// by the gateway. Listen, Admin, ReadHeaderTimeout, MaxHeaderBytes,
+// Options configure a Gateway. Limiter.Store, Limiter.Observer and
+// Limiter.Overrides are set by the gateway. Listen, Admin, ReadHeaderTimeout, MaxHeaderBytes,
 // Backend, MaxKeys and Redis are fixed when the gateway is built; Reload
 // changes the rest.
 type Options struct {
