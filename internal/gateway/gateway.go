@@ -328,7 +328,9 @@ func (g *Gateway) Reload(load func() (Options, error)) error {
 			if prev.proxy != nil && prev.proxy != gen.proxy {
 				// Requests in flight keep their connections; idle ones
 				// would otherwise linger until their timeout.
-				prev.proxy.Transport.(*http.Transport).CloseIdleConnections()
+				if t, ok := prev.proxy.Transport.(interface{ CloseIdleConnections() }); ok {
+					t.CloseIdleConnections()
+				}
 			}
 			g.reloads.applied(opts.ConfigHash, time.Now(), true)
 			g.log.Info("configuration reloaded", "hash", opts.ConfigHash, "rules", len(opts.Limiter.Rules))
