@@ -122,6 +122,18 @@ func TestGatewayReload(t *testing.T) {
 	if got := metric(t, g.admin, `sluice_config_info{hash="h40"}`); got != "1" {
 		t.Errorf("sluice_config_info for the running hash = %q, want 1", got)
 	}
+
+	// A new upstream applies.
+	up2 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Header().Set("X-Upstream", "2") }))
+	defer up2.Close()
+	o = opts(40)
+	o.Upstream = up2.URL
+	if err := reload(o, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, "GET", g.url+"/", nil); r.Header.Get("X-Upstream") != "2" {
+		t.Errorf("after a reload to another upstream: %d %v; want the new upstream's answer", r.StatusCode, r.Header)
+	}
 }
 
 func TestGatewayLogsRedisRecovery(t *testing.T) {
