@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -124,7 +123,28 @@ type generation struct {
 	lim      *httplimit.Limiter
 	handler  http.Handler // lim.Handler(upstream)
 	upstream http.Handler
-	proxy    *httputil.ReverseProxy // nil for the echo upstream
+	// closeIdle closes the upstream's idle connections once a reload has
+	// replaced it; connections in use finish their requests.
+	closeIdle func()
+}
+
+// newUpstream builds the upstream handler a generation passes admitted
+// requests to.
+func (g *Gateway) newUpstream(opts Options) (http.Handler, func(), error) {
+	if opts.Upstream == EchoUpstream {
+		return Echo(), func() {}, nil
+	}
+	u, err := url.Parse(opts.Upstream)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
+	}
+	p := Proxy(u, g.log)
+	closeIdle := func() {
+		if t, ok := p.Transport.(interface{ CloseIdleConnections() }); ok {
+			t.CloseIdleConnections()
+		}
+	}
+	return oneValue(p), closeIdle, nil
 }
 
 // New builds the store, the first generation and the handlers. Close
@@ -151,7 +171,7 @@ func New(opts Options) (*Gateway, error) {
 		g.Close()
 		return nil, err
 	}
-	gen, err := g.build(opts, nil)
+	gen, err := g.build(opts)
 	if err != nil {
 		g.Close()
 		return nil, err
@@ -252,27 +272,16 @@ func withDefaults(opts Options) Options {
 	return opts
 }
 
-// build makes a generation from opts on the gateway's store. It reuses the
-// previous generation's upstream when the upstream is unchanged, so that a
-// reload keeps the proxy's connections.
-func (g *Gateway) build(opts Options, prev *generation) (*generation, error) {
+// build makes a generation from opts on the gateway's store.
+func (g *Gateway) build(opts Options) (*generation, error) {
 	// The running listener's address counts: a reload cannot move it.
 	if len(opts.AdminToken) > 0 && !opts.AdminAllowRemote && !isLoopback(g.opts.Admin) {
 		return nil, fmt.Errorf("gateway: the admin API cannot run on the admin listener %s, which is not bound to a loopback address, without allow_remote", g.opts.Admin)
 	}
 	gen := &generation{opts: opts}
-	switch {
-	case prev != nil && prev.opts.Upstream == opts.Upstream:
-		gen.upstream, gen.proxy = prev.upstream, prev.proxy
-	case opts.Upstream == EchoUpstream:
-		gen.upstream = Echo()
-	default:
-		u, err := url.Parse(opts.Upstream)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
-		}
-		gen.proxy = Proxy(u, g.log)
-		gen.upstream = oneValue(gen.proxy)
+	var err error
+	if gen.upstream, gen.closeIdle, err = g.newUpstream(opts); err != nil {
+		return nil, err
 	}
 	lo := opts.Limiter
 	lo.Store = g.store
@@ -282,12 +291,10 @@ func (g *Gateway) build(opts Options, prev *generation) (*generation, error) {
 	if lo.Tiers.From != (httplimit.KeyPart{}) {
 		lo.Overrides = g.ov
 	}
-	lim, err := httplimit.New(lo)
-	if err != nil {
+	if gen.lim, err = httplimit.New(lo); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	gen.lim = lim
-	gen.handler = lim.Handler(gen.upstream)
+	gen.handler = gen.lim.Handler(gen.upstream)
 	return gen, nil
 }
 
@@ -318,20 +325,16 @@ func (g *Gateway) Reload(load func() (Options, error)) error {
 		opts = withDefaults(opts)
 		opts.Logger = g.opts.Logger
 		var gen *generation
-		if gen, err = g.build(opts, g.gen.Load()); err == nil {
+		if gen, err = g.build(opts); err == nil {
 			for _, f := range restartOnly(g.opts, opts) {
 				g.log.Warn("configuration reload: this setting needs a restart to change; keeping the running value",
 					"setting", f.name, "running", f.running, "file", f.file)
 			}
 			prev := g.gen.Swap(gen)
 			g.shutdown.Store(int64(opts.ShutdownTimeout))
-			if prev.proxy != nil && prev.proxy != gen.proxy {
-				// Requests in flight keep their connections; idle ones
-				// would otherwise linger until their timeout.
-				if t, ok := prev.proxy.Transport.(interface{ CloseIdleConnections() }); ok {
-					t.CloseIdleConnections()
-				}
-			}
+			// Requests in flight keep their connections; idle ones would
+			// otherwise linger until their timeout.
+			prev.closeIdle()
 			g.reloads.applied(opts.ConfigHash, time.Now(), true)
 			g.log.Info("configuration reloaded", "hash", opts.ConfigHash, "rules", len(opts.Limiter.Rules))
 			return nil
