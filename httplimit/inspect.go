@@ -208,7 +208,7 @@ func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOver
 // charged under, and its state.
 func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus, error) {
 	c := new(call)
-	l.match(c, r, cleanPath(r.URL.Path))
+	l.match(c, r, l.matchPath(r))
 	out := make([]KeyStatus, 0, len(c.events))
 	for i, e := range c.events {
 		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped}
@@ -224,13 +224,16 @@ func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus
 	return out, nil
 }
 
+// matchPath returns r's path as rules see it, as serve computes it.
+func (l *Limiter) matchPath(r *http.Request) string { return cleanPath(r.URL.Path) }
+
 // ResetRequest forgets, for every rule that matches r (or only the one
 // named rule, if rule is not empty), the key r would be charged under, in
 // the limit it would be charged under and in the rule's default and tier
 // limits, and returns the names of the rules reset.
 func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string) ([]string, error) {
 	c := new(call)
-	l.match(c, r, cleanPath(r.URL.Path))
+	l.match(c, r, l.matchPath(r))
 	var rules []string
 	for i, e := range c.events {
 		tp := c.policies[i]

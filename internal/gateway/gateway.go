@@ -128,9 +128,9 @@ type generation struct {
 	closeIdle func()
 }
 
-// newUpstream builds the upstream handler a generation passes admitted
+// upstreamFor builds the upstream handler a generation passes admitted
 // requests to.
-func (g *Gateway) newUpstream(opts Options) (http.Handler, func(), error) {
+func (g *Gateway) upstreamFor(opts Options) (http.Handler, func(), error) {
 	if opts.Upstream == EchoUpstream {
 		return Echo(), func() {}, nil
 	}
@@ -280,7 +280,7 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 	}
 	gen := &generation{opts: opts}
 	var err error
-	if gen.upstream, gen.closeIdle, err = g.newUpstream(opts); err != nil {
+	if gen.upstream, gen.closeIdle, err = g.upstreamFor(opts); err != nil {
 		return nil, err
 	}
 	lo := opts.Limiter
