@@ -4,8 +4,9 @@
 // (the file is a link to ..data/FILE, and ..data is a link that the kubelet
 // points at a new directory).
 //
-// It polls: every interval it reads the file through any symlinks and
-// compares the SHA-256 of its content with the last one seen. Polling was
+// It is polled: each call of Changed (the gateway makes one a second) reads
+// the file through any symlinks and compares the SHA-256 of its content
+// with the last one seen. Polling was
 // chosen over inotify (fsnotify) because it needs no dependency, sees
 // every kind of replacement above without following the directory's
 // links by hand, works on filesystems that send no events (NFS, some
@@ -16,13 +17,11 @@
 package filewatch
 
 import (
-	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"time"
 )
 
 // Watcher remembers the content hash of one file. It is not safe for
@@ -83,27 +82,4 @@ func (w *Watcher) read() ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s is larger than %d bytes", ErrTooLarge, w.path, w.maxSize)
 	}
 	return data, nil
-}
-
-// Poll calls Changed every interval until ctx is done, and calls changed
-// with the new content each time it differs, and failed with each read
-// error (a file missing for a moment during a swap, say), from Poll's
-// goroutine.
-func (w *Watcher) Poll(ctx context.Context, interval time.Duration, changed func([]byte), failed func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		data, ok, err := w.Changed()
-		switch {
-		case err != nil:
-			failed(err)
-		case ok:
-			changed(data)
-		}
-	}
 }

@@ -1,12 +1,10 @@
 package filewatch_test
 
 import (
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/internal/filewatch"
 )
@@ -113,40 +111,4 @@ func TestErrors(t *testing.T) {
 	if _, ok := changed(t, w); ok {
 		t.Error("content just read reported as changed")
 	}
-}
-
-func TestPoll(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "sluice.yaml")
-	write(t, path, "a")
-	w := filewatch.New(path, []byte("a"), 1<<20)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	got := make(chan string, 10)
-	errs := make(chan error, 10)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Poll(ctx, time.Millisecond, func(b []byte) { got <- string(b) }, func(err error) { errs <- err })
-	}()
-	write(t, path, "b")
-	select {
-	case s := <-got:
-		if s != "b" {
-			t.Errorf("Poll reported %q, want b", s)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Poll did not report the change within 10s")
-	}
-	os.Remove(path)
-	select {
-	case err := <-errs:
-		if !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("Poll failed with %v, want os.ErrNotExist", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Poll did not report the missing file within 10s")
-	}
-	cancel()
-	<-done
 }
