@@ -253,8 +253,7 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 		d.add(root, "", "want a mapping with domain and descriptors")
 		return nil, d.err
 	}
-	d.stringKeys(root, "")
-	d.fields(root, "", []string{"domain", "descriptors"}, func(key string, v *yaml.Node) {
+	d.stringFields(root, "", []string{"domain", "descriptors"}, func(key string, v *yaml.Node) {
 		switch key {
 		case "domain":
 			f.domainNode = v
@@ -276,19 +275,25 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 	return f, nil
 }
 
-// stringKeys reports the keys of mapping n that are not strings (such as
-// 0.25 or true), which envoyproxy/ratelimit refuses.
-func (d *decoder) stringKeys(n *yaml.Node, path string) {
+// stringFields is fields for a mapping whose keys must be strings, as
+// envoyproxy/ratelimit wants them: a key such as 0.25 or true is reported
+// once, as such, and skipped.
+func (d *decoder) stringFields(n *yaml.Node, path string, known []string, f func(key string, v *yaml.Node)) {
 	n = resolve(n)
-	if n.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := resolve(n.Content[i])
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			d.add(k, join(path, k.Value), "a key must be a string")
+	if n.Kind == yaml.MappingNode {
+		kept := *n
+		kept.Content = nil
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := resolve(n.Content[i])
+			if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
+				d.add(k, join(path, k.Value), "a key must be a string")
+				continue
+			}
+			kept.Content = append(kept.Content, n.Content[i], n.Content[i+1])
 		}
+		n = &kept
 	}
+	d.fields(n, path, known, f)
 }
 
 // scalar decodes a string field as envoyproxy/ratelimit does: any scalar
@@ -368,8 +373,7 @@ func (d *decoder) descriptor(n *yaml.Node, path string) (descriptor.Descriptor, 
 	var ds descriptor.Descriptor
 	var keyNode, shareNode *yaml.Node
 	before := len(d.err.Problems)
-	d.stringKeys(n, path)
-	d.fields(n, path, descriptorFields, func(key string, v *yaml.Node) {
+	d.stringFields(n, path, descriptorFields, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "key":
@@ -433,8 +437,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	rl := &descriptor.RateLimit{}
 	var ln limitNodes
 	var unlimitedNode, limitsNode *yaml.Node
-	d.stringKeys(n, path)
-	d.fields(n, path, rateLimitFields, func(key string, v *yaml.Node) {
+	d.stringFields(n, path, rateLimitFields, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "requests_per_unit":
@@ -539,10 +542,13 @@ func (d *decoder) replaces(n *yaml.Node, path string) []string {
 			d.add(item, p, "want a mapping with name, got %q", item.Value)
 			continue
 		}
-		d.stringKeys(item, p)
-		d.fields(item, p, []string{"name"}, func(_ string, v *yaml.Node) {
+		before := len(d.err.Problems)
+		d.stringFields(item, p, []string{"name"}, func(_ string, v *yaml.Node) {
 			name, _ = d.scalar(v, p+".name")
 		})
+		if len(d.err.Problems) > before {
+			continue
+		}
 		if name == "" {
 			d.add(item, p+".name", "should not have an empty replaces entry: want the name of the limit to replace")
 			continue
@@ -569,8 +575,7 @@ func (d *decoder) limits(n *yaml.Node, path string) []sluice.Limit {
 			continue
 		}
 		var ln limitNodes
-		d.stringKeys(item, p)
-		d.fields(item, p, limitFields, func(key string, v *yaml.Node) {
+		d.stringFields(item, p, limitFields, func(key string, v *yaml.Node) {
 			switch key {
 			case "requests_per_unit":
 				ln.count = v
