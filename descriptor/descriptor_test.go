@@ -458,3 +458,40 @@ func TestZeroSet(t *testing.T) {
 		t.Errorf("zero Set override: %+v, %v", m, err)
 	}
 }
+
+// TestOverrideConcurrent builds the same request limits from many
+// goroutines: every caller must get one and the same rule (run with -race).
+func TestOverrideConcurrent(t *testing.T) {
+	s := mustNew(t, testTree)
+	const n = 8
+	rules := make(chan *descriptor.Rule, n*50)
+	done := make(chan struct{})
+	for g := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 50 {
+				m, err := s.Override("test", e("k", "v"), uint32(i%5+1), descriptor.Unit(g%3+1))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%5 == 0 && g%3 == 0 {
+					rules <- m.Rule
+				}
+			}
+		}()
+	}
+	for range n {
+		<-done
+	}
+	close(rules)
+	var first *descriptor.Rule
+	for r := range rules {
+		if first == nil {
+			first = r
+		}
+		if r != first {
+			t.Fatalf("two rules for one request limit")
+		}
+	}
+}
