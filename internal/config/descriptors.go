@@ -72,7 +72,7 @@ func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set,
 			return nil, err
 		}
 		if len(fs) == 0 {
-			return nil, fmt.Errorf("config: %s holds no .yaml or .yml file", p)
+			return nil, fmt.Errorf("config: %s holds no configuration file", p)
 		}
 		files = append(files, fs...)
 	}
@@ -115,11 +115,12 @@ func ParseDescriptors(data []byte, name string) (descriptor.Domain, error) {
 }
 
 // DescriptorFiles lists the configuration files under dir, sorted: every
-// file whose name ends in .yaml or .yml, in dir and its subdirectories, as
-// envoyproxy/ratelimit loads every file of its runtime directory's tree.
-// Names starting with a dot are skipped, files and directories alike, so
-// that the "..data" directories of a Kubernetes ConfigMap volume are not
-// read twice; symbolic links to files are followed, to directories not.
+// file in dir and its subdirectories, whatever its name ends in, as
+// envoyproxy/ratelimit reads every file of its runtime directory's tree.
+// Names starting with a dot are skipped, files and directories alike (as
+// envoyproxy/ratelimit does with RUNTIME_IGNOREDOTFILES), so that editors'
+// swap files and the "..data" directories of a Kubernetes ConfigMap volume
+// are not read; symbolic links to files are followed, to directories not.
 func DescriptorFiles(dir string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
@@ -133,10 +134,6 @@ func DescriptorFiles(dir string) ([]string, error) {
 			return nil
 		}
 		if de.IsDir() {
-			return nil
-		}
-		ext := filepath.Ext(de.Name())
-		if ext != ".yaml" && ext != ".yml" {
 			return nil
 		}
 		if de.Type()&fs.ModeSymlink != 0 {

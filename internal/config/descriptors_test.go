@@ -141,16 +141,16 @@ func TestDescriptorsDirectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"testdata/descriptors/tree/a.yaml", "testdata/descriptors/tree/sub/b.yml"}
+	want := []string{"testdata/descriptors/tree/a.yaml", "testdata/descriptors/tree/ratelimit", "testdata/descriptors/tree/sub/b.yml"}
 	if !slices.Equal(files, want) {
-		t.Fatalf("got %v, want %v (no dot files, no other extensions)", files, want)
+		t.Fatalf("got %v, want %v (every file but dot files)", files, want)
 	}
 	set, err := LoadDescriptors("testdata/descriptors/tree")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := set.Domains(); !slices.Contains(d, "a") || !slices.Contains(d, "b") || len(d) != 2 {
-		t.Errorf("got domains %v, want a and b", d)
+	if d := set.Domains(); !slices.Contains(d, "a") || !slices.Contains(d, "b") || !slices.Contains(d, "c") || len(d) != 3 {
+		t.Errorf("got domains %v, want a, b and c", d)
 	}
 	if m := set.Match("a", entries("k", "v")); m.Rule == nil {
 		t.Errorf("domain a: no rule for k")
@@ -170,7 +170,7 @@ func TestDescriptorsDirectory(t *testing.T) {
 		t.Errorf("got %v, %v; want only link.yaml", files, err)
 	}
 
-	if _, err := LoadDescriptors(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no .yaml or .yml file") {
+	if _, err := LoadDescriptors(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no configuration file") {
 		t.Errorf("empty directory: got %v", err)
 	}
 	if _, err := LoadDescriptors("testdata/descriptors/nope"); !errors.Is(err, os.ErrNotExist) {
