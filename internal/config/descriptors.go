@@ -57,6 +57,9 @@ func LoadDescriptors(path string) (*descriptor.Set, error) {
 // problems in an *Error (wrapping ErrInvalid), several files' joined with
 // errors.Join. A directory without any configuration file is an error.
 func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("config: no descriptor configuration file or directory given")
+	}
 	var files []string
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -67,14 +70,14 @@ func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set,
 			files = append(files, p)
 			continue
 		}
-		fs, err := DescriptorFiles(p)
+		list, err := DescriptorFiles(p)
 		if err != nil {
 			return nil, err
 		}
-		if len(fs) == 0 {
+		if len(list) == 0 {
 			return nil, fmt.Errorf("config: %s holds no configuration file", p)
 		}
-		files = append(files, fs...)
+		files = append(files, list...)
 	}
 	var docs []*descriptorFile
 	var errs []error
@@ -258,7 +261,7 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 				f.domain.Name = s
 			}
 		case "descriptors":
-			f.domain.Descriptors, f.topNodes = d.descriptorList(v, "descriptors")
+			f.domain.Descriptors, f.topNodes = (&descDecoder{decoder: d}).descriptorList(v, "descriptors", 1)
 		}
 	})
 	if f.domain.Name == "" && f.domainNode == nil {
@@ -326,13 +329,32 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 	return false, false
 }
 
+// descDecoder walks a file's descriptors, counting them: YAML aliases can
+// repeat a subtree any number of times, or nest it in itself.
+type descDecoder struct {
+	*decoder
+	count   int
+	stopped bool
+}
+
+// Bounds on one file's tree, far beyond any real configuration.
+const (
+	maxDescriptorDepth = 64
+	maxDescriptors     = 100_000
+	maxProblems        = 1000
+)
+
 var descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
 	"value_to_metric", "share_threshold", "quota_mode", "metadata"}
 
 // descriptorList decodes a list of descriptors, reporting entries of one
 // level with the same composite key; it returns each entry's node too.
-func (d *decoder) descriptorList(n *yaml.Node, path string) ([]descriptor.Descriptor, []*yaml.Node) {
+func (d *descDecoder) descriptorList(n *yaml.Node, path string, depth int) ([]descriptor.Descriptor, []*yaml.Node) {
 	n = resolve(n)
+	if depth > maxDescriptorDepth {
+		d.add(n, path, "descriptors nested more than %d levels deep (or an alias that refers to itself)", maxDescriptorDepth)
+		return nil, nil
+	}
 	if n.Tag == "!!null" {
 		return nil, nil
 	}
@@ -350,7 +372,14 @@ func (d *decoder) descriptorList(n *yaml.Node, path string) ([]descriptor.Descri
 			d.add(item, p, "want a mapping with key and optionally value, rate_limit and descriptors, got %q", item.Value)
 			continue
 		}
-		ds, keyNode, ok := d.descriptor(item, p)
+		if d.count++; d.count > maxDescriptors || len(d.err.Problems) >= maxProblems {
+			if !d.stopped {
+				d.add(item, p, "stopped reading: more than %d descriptors or %d problems in one file (aliases repeat them)", maxDescriptors, maxProblems)
+				d.stopped = true
+			}
+			return out, nodes
+		}
+		ds, keyNode, ok := d.descriptor(item, p, depth)
 		if !ok {
 			continue
 		}
@@ -366,7 +395,7 @@ func (d *decoder) descriptorList(n *yaml.Node, path string) ([]descriptor.Descri
 	return out, nodes
 }
 
-func (d *decoder) descriptor(n *yaml.Node, path string) (descriptor.Descriptor, *yaml.Node, bool) {
+func (d *descDecoder) descriptor(n *yaml.Node, path string, depth int) (descriptor.Descriptor, *yaml.Node, bool) {
 	var ds descriptor.Descriptor
 	var keyNode, shareNode *yaml.Node
 	before := len(d.err.Problems)
@@ -381,7 +410,7 @@ func (d *decoder) descriptor(n *yaml.Node, path string) (descriptor.Descriptor, 
 		case "rate_limit":
 			ds.RateLimit = d.rateLimit(v, p)
 		case "descriptors":
-			ds.Descriptors, _ = d.descriptorList(v, p)
+			ds.Descriptors, _ = d.descriptorList(v, p, depth+1)
 		case "shadow_mode":
 			ds.ShadowMode, _ = d.boolean(v, p)
 		case "detailed_metric":

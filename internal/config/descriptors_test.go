@@ -173,6 +173,9 @@ func TestDescriptorsDirectory(t *testing.T) {
 	if _, err := LoadDescriptors(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no configuration file") {
 		t.Errorf("empty directory: got %v", err)
 	}
+	if _, err := LoadDescriptorsWith(DescriptorOptions{}); err == nil {
+		t.Errorf("no path: got no error")
+	}
 	if _, err := LoadDescriptors("testdata/descriptors/nope"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing path: got %v, want ErrNotExist", err)
 	}
@@ -389,4 +392,17 @@ func FuzzParseDescriptors(f *testing.F) {
 			t.Fatalf("accepted a file that does not build: %v", err)
 		}
 	})
+}
+
+// TestDescriptorsAliasBomb loads a file whose aliases repeat a subtree a
+// hundred thousand times: the loader must stop early with a problem.
+func TestDescriptorsAliasBomb(t *testing.T) {
+	_, err := LoadDescriptors("testdata/descriptors/alias_bomb.yaml")
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want an *Error", err)
+	}
+	if !strings.Contains(err.Error(), "stopped reading") || len(ce.Problems) > 1001 {
+		t.Fatalf("got %d problems, want at most 1001 ending in stopped reading", len(ce.Problems))
+	}
 }
