@@ -442,6 +442,12 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
+	// A tree that contains itself ends at MaxDepth.
+	self := make([]descriptor.Descriptor, 1)
+	self[0] = descriptor.Descriptor{Key: "k", Descriptors: self}
+	if _, err := descriptor.New(d(self...)); err == nil || !strings.Contains(err.Error(), "levels deep") {
+		t.Errorf("self-nesting tree: got %v", err)
+	}
 	// Every problem at once.
 	_, err := descriptor.New(d(descriptor.Descriptor{Value: "v"}, descriptor.Descriptor{Key: "k", RateLimit: rl(1, 0)}))
 	if err == nil || strings.Count(err.Error(), "\n") != 1 {

@@ -339,7 +339,7 @@ type descDecoder struct {
 
 // Bounds on one file's tree, far beyond any real configuration.
 const (
-	maxDescriptorDepth = 64
+	maxDescriptorDepth = descriptor.MaxDepth
 	maxDescriptors     = 100_000
 	maxProblems        = 1000
 )
