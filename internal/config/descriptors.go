@@ -253,7 +253,7 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 		d.add(root, "", "want a mapping with domain and descriptors")
 		return nil, d.err
 	}
-	d.stringFields(root, "", []string{"domain", "descriptors"}, func(key string, v *yaml.Node) {
+	d.stringFields(root, "", []string{"domain", "descriptors"}, nil, func(key string, v *yaml.Node) {
 		switch key {
 		case "domain":
 			f.domainNode = v
@@ -277,8 +277,10 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 
 // stringFields is fields for a mapping whose keys must be strings, as
 // envoyproxy/ratelimit wants them: a key such as 0.25 or true is reported
-// once, as such, and skipped.
-func (d *decoder) stringFields(n *yaml.Node, path string, known []string, f func(key string, v *yaml.Node)) {
+// once, as such, and skipped. A key of elsewhere is reported with its
+// message: a field known to the format but misplaced, which
+// envoyproxy/ratelimit would silently ignore.
+func (d *decoder) stringFields(n *yaml.Node, path string, known []string, elsewhere map[string]string, f func(key string, v *yaml.Node)) {
 	n = resolve(n)
 	if n.Kind == yaml.MappingNode {
 		kept := *n
@@ -289,11 +291,30 @@ func (d *decoder) stringFields(n *yaml.Node, path string, known []string, f func
 				d.add(k, join(path, k.Value), "a key must be a string")
 				continue
 			}
+			if msg, ok := elsewhere[k.Value]; ok {
+				d.add(k, join(path, k.Value), "%s", msg)
+				continue
+			}
 			kept.Content = append(kept.Content, n.Content[i], n.Content[i+1])
 		}
 		n = &kept
 	}
 	d.fields(n, path, known, f)
+}
+
+// Fields of the format written at the wrong level.
+var (
+	inDescriptor = map[string]string{}
+	inRateLimit  = map[string]string{}
+)
+
+func init() {
+	for _, f := range []string{"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "key", "value", "descriptors"} {
+		inRateLimit[f] = "belongs to the descriptor, beside rate_limit, not inside it"
+	}
+	for _, f := range []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "period", "burst", "limits"} {
+		inDescriptor[f] = "belongs inside rate_limit"
+	}
 }
 
 // scalar decodes a string field as envoyproxy/ratelimit does: any scalar
@@ -399,7 +420,7 @@ func (d *descDecoder) descriptor(n *yaml.Node, path string, depth int) (descript
 	var ds descriptor.Descriptor
 	var keyNode, shareNode *yaml.Node
 	before := len(d.err.Problems)
-	d.stringFields(n, path, descriptorFields, func(key string, v *yaml.Node) {
+	d.stringFields(n, path, descriptorFields, inDescriptor, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "key":
@@ -463,7 +484,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	rl := &descriptor.RateLimit{}
 	var ln limitNodes
 	var unlimitedNode, limitsNode *yaml.Node
-	d.stringFields(n, path, rateLimitFields, func(key string, v *yaml.Node) {
+	d.stringFields(n, path, rateLimitFields, inRateLimit, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "requests_per_unit":
@@ -569,7 +590,7 @@ func (d *decoder) replaces(n *yaml.Node, path string) []string {
 			continue
 		}
 		before := len(d.err.Problems)
-		d.stringFields(item, p, []string{"name"}, func(_ string, v *yaml.Node) {
+		d.stringFields(item, p, []string{"name"}, nil, func(_ string, v *yaml.Node) {
 			name, _ = d.scalar(v, p+".name")
 		})
 		if len(d.err.Problems) > before {
@@ -601,7 +622,7 @@ func (d *decoder) limits(n *yaml.Node, path string) []sluice.Limit {
 			continue
 		}
 		var ln limitNodes
-		d.stringFields(item, p, limitFields, func(key string, v *yaml.Node) {
+		d.stringFields(item, p, limitFields, nil, func(key string, v *yaml.Node) {
 			switch key {
 			case "requests_per_unit":
 				ln.count = v
