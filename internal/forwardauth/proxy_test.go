@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -351,5 +352,21 @@ func checkProxy(t *testing.T, base string, up *upstream, fullBody bool) {
 	}
 	if got := resp.Header.Get("Ratelimit-Policy"); !strings.HasPrefix(got, `"per-ip";q=600;w=60`) {
 		t.Errorf("GET /login: RateLimit-Policy %q, want the per-ip rule's", got)
+	}
+
+	// A soft rule never blocks: past its limit, the proxy tells the
+	// upstream in Sluice-Over-Limit, which the client cannot forge.
+	for i := 1; i <= 31; i++ {
+		resp, body := do("GET", "/api/search?q=x", map[string]string{"Sluice-Over-Limit": "forged"})
+		if resp.StatusCode != 200 || !strings.HasPrefix(body, "upstream: GET /api/search?q=x") {
+			t.Fatalf("search %d: %d %q, want 200 from the upstream", i, resp.StatusCode, body)
+		}
+		want := []string(nil)
+		if i == 31 {
+			want = []string{"search"}
+		}
+		if got := up.last().Values("Sluice-Over-Limit"); !slices.Equal(got, want) {
+			t.Fatalf("search %d: the upstream got Sluice-Over-Limit %q, want %q", i, got, want)
+		}
 	}
 }
