@@ -20,7 +20,9 @@
 //     the limiter's own client_ip settings (its trusted proxies) walk the
 //     chain in front of the proxy exactly as the gateway would.
 //
-// Every other header of the auth request (API keys, cookies, plans) is the
+// Every other header of the auth request (API keys, cookies, plans, and a
+// Forwarded or X-Real-IP header written by proxies in front, which
+// client_ip believes only when they are its trusted proxies) is the
 // original request's, as the proxy copied it.
 //
 // # Trust
@@ -203,7 +205,7 @@ func Original(r *http.Request) (*http.Request, error) {
 	hdr := make(http.Header, len(r.Header))
 	for k, v := range r.Header {
 		switch k {
-		case headerMethod, headerURI, headerHost, headerProto, headerFor, "Forwarded", "X-Real-Ip", "Content-Length", "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection":
+		case headerMethod, headerURI, headerHost, headerProto, headerFor, "Content-Length", "Connection", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Upgrade", "Proxy-Connection":
 			continue
 		}
 		hdr[k] = v

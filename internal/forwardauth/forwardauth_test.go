@@ -93,6 +93,7 @@ func TestRebuildsTheOriginalRequest(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rec.got = nil
 			tt.hdr["X-Api-Key"] = []string{"k1"}
+			tt.hdr["Forwarded"] = []string{"for=198.51.100.1"}
 			resp := authRequest(t, srv.URL, tt.hdr)
 			if resp.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(resp.Body)
@@ -109,6 +110,9 @@ func TestRebuildsTheOriginalRequest(t *testing.T) {
 			}
 			if got := o.Header.Get("X-Api-Key"); got != "k1" {
 				t.Errorf("copied header X-Api-Key %q, want k1", got)
+			}
+			if got := o.Header.Get("Forwarded"); got != "for=198.51.100.1" {
+				t.Errorf("copied header Forwarded %q, want for=198.51.100.1", got)
 			}
 			for _, k := range []string{"X-Forwarded-Method", "X-Forwarded-Uri", "X-Forwarded-Host", "X-Forwarded-Proto"} {
 				if v, ok := o.Header[k]; ok {
@@ -383,4 +387,41 @@ func FuzzOriginal(f *testing.F) {
 			t.Fatalf("the rebuilt URL kept a scheme or host: %#v", o.URL)
 		}
 	})
+}
+
+// A proxy behind a CDN: the proxy's peer is the CDN, which the limiter's
+// client_ip settings trust, so the client is the entry the CDN appended.
+func TestProxyBehindTrustedProxy(t *testing.T) {
+	store := memstore.New(memstore.Options{Clock: clock.NewFake(time.Unix(1_800_000_000, 0))})
+	defer store.Close()
+	ip, err := clientip.New(clientip.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := httplimit.New(httplimit.Options{Store: store, ClientIP: ip, Rules: []httplimit.Rule{{
+		Name:  "per-ip",
+		Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 1, Period: time.Hour},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := forwardauth.New(lim.Handler, forwardauth.Options{TrustedProxies: loopback})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, tt := range []struct {
+		xff  string
+		want int
+	}{
+		{"192.0.2.7, 203.0.113.5", 200},
+		{"192.0.2.8, 203.0.113.5", 200},          // another client of the CDN
+		{"192.0.2.7, 203.0.113.6", 429},          // the first, through another CDN node
+		{"9.9.9.9, 192.0.2.7, 203.0.113.5", 429}, // the first, with a forged entry in front
+	} {
+		if resp := authRequest(t, srv.URL, forwarded("GET", "/", "example.com", tt.xff)); resp.StatusCode != tt.want {
+			t.Errorf("X-Forwarded-For %q: status %d, want %d", tt.xff, resp.StatusCode, tt.want)
+		}
+	}
 }
