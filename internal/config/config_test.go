@@ -78,6 +78,11 @@ func TestExamplesLoad(t *testing.T) {
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
+	nested, err := filepath.Glob("../../examples/*/*.yaml") // the proxies' Sluice configs
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, nested...)
 	for _, f := range files {
 		if _, err := config.Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
