@@ -7,8 +7,11 @@ package config
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -125,6 +128,14 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
+	if c.Server.Admin != "" && sameAddress(c.Server.Listen, c.Server.Admin) {
+		// Point at admin, or at listen if admin is the default.
+		if at := lookup(root, "server", "admin"); at != nil {
+			d.add(at, "server.admin", "%s takes the port of server.listen (%s): give the admin listener a port of its own, or off", c.Server.Admin, c.Server.Listen)
+		} else {
+			d.add(lookup(root, "server", "listen"), "server.listen", "%s takes the port of server.admin (%s, the default): give server.admin a port of its own, or off", c.Server.Listen, c.Server.Admin)
+		}
+	}
 	if !hasUpstream {
 		d.add(root, "upstream", "missing: want builtin:echo or the URL of the API to protect")
 	}
@@ -141,4 +152,55 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	_ = tiersNode
 	return c
+}
+
+// sameAddress reports whether two listeners at host:port addresses a and b
+// would collide: the same port (not 0, which picks a free one) on hosts
+// that are equal, or where either is a wildcard (empty, 0.0.0.0 or ::),
+// which takes the port on every address. localhost counts as both loopback
+// addresses. Other host names are compared as written, without resolving
+// them.
+func sameAddress(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa == "0" || !samePort(pa, pb) {
+		return false
+	}
+	ia, ib := hostAddrs(ha), hostAddrs(hb)
+	if ia == nil || ib == nil {
+		return strings.EqualFold(ha, hb)
+	}
+	for _, x := range ia {
+		for _, y := range ib {
+			if x == y || x.IsUnspecified() || y.IsUnspecified() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func samePort(a, b string) bool {
+	if a == b {
+		return true
+	}
+	na, errA := net.LookupPort("tcp", a)
+	nb, errB := net.LookupPort("tcp", b)
+	return errA == nil && errB == nil && na == nb
+}
+
+// hostAddrs returns the addresses a listener on host binds, or nil for a
+// host name other than localhost.
+func hostAddrs(host string) []netip.Addr {
+	switch strings.ToLower(host) {
+	case "":
+		return []netip.Addr{netip.IPv6Unspecified()}
+	case "localhost":
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	return []netip.Addr{a.Unmap().WithZone("")}
 }

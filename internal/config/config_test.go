@@ -220,3 +220,34 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestListenAndAdminCollide(t *testing.T) {
+	const rules = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+	for _, tc := range []struct {
+		server string
+		want   string // the problem; "" for none
+	}{
+		{"{listen: 127.0.0.1:8080, admin: 127.0.0.1:8080}", "c.yaml:1:41: server.admin: 127.0.0.1:8080 takes the port of server.listen (127.0.0.1:8080)"},
+		{"{listen: ':8080', admin: 0.0.0.0:8080}", "server.admin: 0.0.0.0:8080 takes the port"},
+		{"{listen: 0.0.0.0:8080, admin: 127.0.0.1:8080}", "server.admin: 127.0.0.1:8080 takes the port"},
+		{"{listen: '[::]:8080', admin: 10.1.2.3:8080}", "server.admin: 10.1.2.3:8080 takes the port"},
+		{"{listen: localhost:8080, admin: '[::1]:8080'}", "server.admin: [::1]:8080 takes the port"},
+		{"{listen: '[::ffff:127.0.0.1]:80', admin: '127.0.0.1:http'}", "server.admin: 127.0.0.1:http takes the port"},
+		{"{listen: Gateway.internal:8080, admin: gateway.internal:8080}", "server.admin: gateway.internal:8080 takes the port"},
+		{"{listen: 127.0.0.1:9090}", "c.yaml:1:18: server.listen: 127.0.0.1:9090 takes the port of server.admin (127.0.0.1:9090, the default)"},
+		{"{listen: 127.0.0.1:8080, admin: 127.0.0.1:9090}", ""},
+		{"{listen: 127.0.0.1:8080, admin: 127.0.0.2:8080}", ""},
+		{"{listen: 127.0.0.1:8080, admin: '[::1]:8080'}", ""},
+		{"{listen: 127.0.0.1:0, admin: 127.0.0.1:0}", ""},
+		{"{listen: 127.0.0.1:9090, admin: off}", ""},
+		{"{listen: a.internal:8080, admin: b.internal:8080}", ""},
+	} {
+		_, err := config.Parse([]byte("server: "+tc.server+"\n"+rules), "c.yaml")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: got %v, want no problem", tc.server, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want a problem containing %q", tc.server, err, tc.want)
+		}
+	}
+}

@@ -72,6 +72,28 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, f func(key s
 	}
 }
 
+// lookup returns the value at keys below mapping n, or nil if there is
+// none.
+func lookup(n *yaml.Node, keys ...string) *yaml.Node {
+	at := n
+	for _, k := range keys {
+		m := resolve(at)
+		if m.Kind != yaml.MappingNode {
+			return nil
+		}
+		at = nil
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == k {
+				at = m.Content[i+1]
+			}
+		}
+		if at == nil {
+			return nil
+		}
+	}
+	return at
+}
+
 func resolve(n *yaml.Node) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
