@@ -61,7 +61,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
+		d.yamlError(data, err)
 		return nil, d.err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {

@@ -174,6 +174,32 @@ func TestOtherProblems(t *testing.T) {
 	}
 }
 
+// A syntax error is reported at the line and column of the mistake, not at
+// the line where the YAML parser's enclosing collection began.
+func TestSyntaxErrorPosition(t *testing.T) {
+	const head = "upstream: builtin:echo\nrules:\n  - name: a\n    algorithm: gcra\n"
+	for _, tc := range []struct{ name, file, want string }{
+		{"misindented field in a list entry", head + "   limit: 5\n    period: 1s\n", "s.yaml:5:4: did not find expected '-' indicator"},
+		{"misindented second entry", "rules:\n  - name: a\n  - name: b\n   x: 1\n", "s.yaml:4:4: did not find expected '-' indicator"},
+		{"unclosed flow list", head + "    limit: [5\n    period: 1s\n", "s.yaml:5:13: did not find expected ',' or ']'"},
+		{"unclosed flow mapping", "upstream: builtin:echo\nserver: {listen: 127.0.0.1:1\nrules: []\n", "s.yaml:2:10: did not find expected ',' or '}'"},
+		{"tab indentation", "upstream: builtin:echo\nrules:\n\t- name: a\n", "s.yaml:3:1: found character that cannot start any token (indent with spaces, not tabs"},
+		{"colon in a value", "upstream: builtin:echo\nrules:\n  - name: a: b\n", "s.yaml:3:12: mapping values are not allowed in this context"},
+		{"unterminated quote", "upstream: builtin:echo\nrules:\n  - name: 'a\n    limit: 5\n", "s.yaml:3:11: found unexpected end of stream"},
+		{"outdented key", "server:\n  listen: 127.0.0.1:1\n admin: off\n", "s.yaml:3:2: did not find expected key"},
+		{"list item in a mapping", "upstream: builtin:echo\nstore: memory\n- rules\n", "s.yaml:3:1: did not find expected key"},
+		{"reserved character", "upstream: builtin:echo\nrules:\n  - name: @a\n", "s.yaml:3:11: found character that cannot start any token"},
+		{"unknown alias", "upstream: *nope\n", "s.yaml:1:"},
+		{"no line ending", head + "   limit: 5", "s.yaml:5:4: did not find expected '-' indicator"},
+		{"after multibyte characters", "# é\nupstream: builtin:echo # ééé\nrules:\n  - name: \"é\": x\n", "s.yaml:4:14: mapping values are not allowed"},
+	} {
+		_, err := config.Parse([]byte(tc.file), "s.yaml")
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 func TestRedisSettings(t *testing.T) {
 	c, err := config.Parse([]byte(`upstream: http://127.0.0.1:3000
 store:
