@@ -85,7 +85,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	c.Limiter.Headers = httplimit.HeadersIETF | httplimit.HeadersLegacy
 	c.Limiter.Tiers.Default = "free"
 	if resolve(root).Kind != yaml.MappingNode {
-		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules; see examples/quickstart.yaml")
+		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
 	var storeNode, redisNode, rulesNode, tiersNode *yaml.Node

@@ -174,6 +174,62 @@ func TestOtherProblems(t *testing.T) {
 	}
 }
 
+// A value of the wrong kind is described in its problem: what was found,
+// not an empty string.
+func TestWrongKindSaysWhatWasFound(t *testing.T) {
+	const rule = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s}]\n"
+	for _, tc := range []struct {
+		path, file string // X marks the value
+		want       string
+	}{
+		{"rules[0].limit", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: X, period: 1s}]\n", "want a whole number, got "},
+		{"rules[0].burst", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, burst: X, period: 1s}]\n", "want a whole number, got "},
+		{"rules[0].tiers.p.limit", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s, tiers: {p: {limit: X}}}]\n", "want a whole number, got "},
+		{"store.max_keys", "store: {max_keys: X}\n" + rule, "want a whole number, got "},
+		{"store.redis.db", "store: {backend: redis, redis: {url: 'redis://x:1', db: X}}\n" + rule, "want a whole number, got "},
+		{"server.max_header_bytes", "server: {max_header_bytes: X}\n" + rule, "want a whole number, got "},
+		{"client_ip.ipv6_prefix", "client_ip: {ipv6_prefix: X}\n" + rule, "want a whole number, got "},
+		{"log.rejections_per_second", "log: {rejections_per_second: X}\n" + rule, "want a whole number, got "},
+		{"rules[0].period", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: X}]\n", "want a duration such as 10s, 1m or 1h, got "},
+		{"rules[0].max_delay", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s, action: delay, max_delay: X}]\n", "want a duration such as 10s, 1m or 1h, got "},
+		{"server.shutdown_timeout", "server: {shutdown_timeout: X}\n" + rule, "want a duration such as 10s, 1m or 1h, got "},
+		{"store.redis.timeout", "store: {backend: redis, redis: {url: 'redis://x:1', timeout: X}}\n" + rule, "want a duration such as 10s, 1m or 1h, got "},
+		{"rules[0].name", "upstream: builtin:echo\nrules: [{name: X, algorithm: gcra, limit: 5, period: 1s}]\n", "want a string, got "},
+		{"rules[0].algorithm", "upstream: builtin:echo\nrules: [{name: a, algorithm: X, limit: 5, period: 1s}]\n", "want a string, got "},
+		{"upstream", "upstream: X\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s}]\n", "want a string, got "},
+		{"server.listen", "server: {listen: X}\n" + rule, "want a string, got "},
+		{"store.backend", "store: {backend: X}\n" + rule, "want a string, got "},
+		{"tiers.default", "tiers: {default: X}\n" + rule, "want a string, got "},
+		{"client_ip.header", "client_ip: {header: X}\n" + rule, "want a string, got "},
+	} {
+		for _, bad := range []struct{ value, got string }{{"[5]", "a list"}, {"{a: 1}", "a mapping"}, {"", "nothing"}} {
+			file := strings.Replace(tc.file, "X", bad.value, 1)
+			want := tc.path + ": " + tc.want + bad.got
+			if _, err := config.Parse([]byte(file), "k.yaml"); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %s: got %v, want %q", tc.path, bad.value, err, want)
+			}
+		}
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"server: [a]\n" + rule, "server: want a mapping of listen, "},
+		{"headers: {a: 1}\n" + rule, "headers: want a list, such as [a, b], got a mapping"},
+		{"client_ip: {trusted_proxies: 10.0.0.0/8}\n" + rule, `client_ip.trusted_proxies: want a list, such as [a, b], got "10.0.0.0/8"`},
+		{"upstream: builtin:echo\nrules: {a: 1}\n", "rules: want a list of rules, got a mapping"},
+		{"tiers: {from: 'header:K', keys: [a]}\n" + rule, "tiers.keys: want a mapping from a value (such as an API key) to a tier name, got a list"},
+		{"upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s, tiers: [p]}]\n", "rules[0].tiers: want a mapping from tier name to { limit, burst, period, algorithm }, got a list"},
+		{"- a\n", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got a list"},
+		{"upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5.5, period: 1s}]\n", `rules[0].limit: want a whole number, got "5.5"`},
+	} {
+		if _, err := config.Parse([]byte(tc.file), "k.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.file, err, tc.want)
+		}
+	}
+	// server: [a] lists the fields and says what it found.
+	if _, err := config.Parse([]byte("server: [a]\n"+rule), "k.yaml"); err == nil || !strings.Contains(err.Error(), ", got a list") {
+		t.Errorf("server: [a]: got %v, want it to say it got a list", err)
+	}
+}
+
 // A syntax error is reported at the line and column of the mistake, not at
 // the line where the YAML parser's enclosing collection began.
 func TestSyntaxErrorPosition(t *testing.T) {

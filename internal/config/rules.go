@@ -18,7 +18,7 @@ var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit
 func (d *decoder) rules(n *yaml.Node, tiers httplimit.Tiers) []httplimit.Rule {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
-		d.add(n, "rules", "want a list of rules")
+		d.add(n, "rules", "want a list of rules, got %s", found(n))
 		return nil
 	}
 	if len(n.Content) == 0 {
@@ -185,7 +185,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		case "tiers":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
-				d.add(v, p, "want a mapping from tier name to { limit, burst, period, algorithm }")
+				d.add(v, p, "want a mapping from tier name to { limit, burst, period, algorithm }, got %s", found(v))
 				return
 			}
 			for i := 0; i+1 < len(v.Content); i += 2 {

@@ -35,7 +35,7 @@ func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
 		case "keys":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
-				d.add(v, p, "want a mapping from a value (such as an API key) to a tier name")
+				d.add(v, p, "want a mapping from a value (such as an API key) to a tier name, got %s", found(v))
 				return
 			}
 			t.Keys = make(map[string]string, len(v.Content)/2)

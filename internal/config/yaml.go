@@ -140,7 +140,7 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, f func(key s
 		if n.Tag == "!!null" {
 			return
 		}
-		d.add(n, path, "want a mapping of %s", strings.Join(known, ", "))
+		d.add(n, path, "want a mapping of %s, got %s", strings.Join(known, ", "), found(n))
 		return
 	}
 	seen := map[string]bool{}
@@ -184,6 +184,23 @@ func lookup(n *yaml.Node, keys ...string) *yaml.Node {
 		}
 	}
 	return at
+}
+
+// found describes what a node holds, for "want X, got Y" problems: a
+// scalar as written, quoted; otherwise its kind.
+func found(n *yaml.Node) string {
+	n = resolve(n)
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.AliasNode:
+		return "an alias to nothing"
+	case n.Tag == "!!null" && (n.Value == "" || n.Value == "~"):
+		return "nothing"
+	}
+	return strconv.Quote(n.Value)
 }
 
 func resolve(n *yaml.Node) *yaml.Node {
@@ -235,7 +252,7 @@ func distance(a, b string) int {
 func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		d.add(n, path, "want a string")
+		d.add(n, path, "want a string, got %s", found(n))
 		return "", false
 	}
 	return n.Value, true
@@ -244,7 +261,7 @@ func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		d.add(n, path, "want a whole number, got %q", n.Value)
+		d.add(n, path, "want a whole number, got %s", found(n))
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
@@ -258,7 +275,7 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool)
 func (d *decoder) duration(n *yaml.Node, path string, lo, hi time.Duration) (time.Duration, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		d.add(n, path, "want a duration such as 10s, 1m or 1h")
+		d.add(n, path, "want a duration such as 10s, 1m or 1h, got %s", found(n))
 		return 0, false
 	}
 	v, err := time.ParseDuration(n.Value)
@@ -285,7 +302,7 @@ func (d *decoder) strings(n *yaml.Node, path string, single bool) ([]string, boo
 		return []string{n.Value}, true
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(n, path, "want a list, such as [a, b]")
+		d.add(n, path, "want a list, such as [a, b], got %s", found(n))
 		return nil, false
 	}
 	out := make([]string, 0, len(n.Content))
