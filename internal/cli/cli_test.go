@@ -202,3 +202,80 @@ func TestExamplesPassCheckConfig(t *testing.T) {
 		}
 	}
 }
+
+// gateway runs serve on the quickstart with both listeners on free ports;
+// stop shuts it down and returns its exit code and log.
+func gateway(t *testing.T) (base, admin string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]net.Addr, 1)
+	code := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		code <- cli.RunWithReady(ctx, []string{"serve", "--config", quickstart(t)}, io.Discard, &stderr,
+			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+	}()
+	select {
+	case a := <-addrs:
+		stopped := false
+		t.Cleanup(func() {
+			if !stopped {
+				cancel()
+				<-code
+			}
+		})
+		return "http://" + a[0].String(), "http://" + a[1].String(), func() (int, string) {
+			stopped = true
+			cancel()
+			return <-code, stderr.String()
+		}
+	case c := <-code:
+		cancel()
+		t.Fatalf("serve exited with %d: %s", c, stderr.String())
+	}
+	panic("unreachable")
+}
+
+// The quickstart's export rule delays a request that comes before its turn
+// and then lets it through: two exports sent together pass, one of them
+// after waiting (up to a second) for its turn.
+func TestQuickstartDelays(t *testing.T) {
+	base, admin, stop := gateway(t)
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			r, err := http.Get(base + "/api/export/report")
+			if err != nil {
+				t.Error(err)
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			codes <- r.StatusCode
+		}()
+	}
+	for range 2 {
+		if c := <-codes; c != 200 {
+			t.Errorf("export: status %d, want 200 (delayed, not rejected)", c)
+		}
+	}
+	m, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(m.Body)
+	m.Body.Close()
+	for _, want := range []string{
+		`sluice_decisions_total{outcome="delayed",rule="export"} 1`,
+		`sluice_requests_total{outcome="delayed"} 1`,
+		"sluice_delay_seconds_count 1",
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s:\n%s", want, metrics)
+		}
+	}
+	if c, log := stop(); c != 0 {
+		t.Errorf("serve exited with %d: %s", c, log)
+	}
+}

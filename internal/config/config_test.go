@@ -46,7 +46,7 @@ func TestQuickstartLoads(t *testing.T) {
 		{"health", []string{"/healthz"}, nil, "", httplimit.Exempt, sluice.Limit{}, 0},
 		{"login", []string{"/login"}, []string{"POST"}, "ip", httplimit.Reject, sluice.Limit{Algorithm: sluice.SlidingLog, Count: 5, Period: time.Minute}, 0},
 		{"search", []string{"/api/search"}, nil, "header:X-Api-Key", httplimit.Reject, tb(20, 40), 0},
-		{"export", []string{"/api/export/*"}, nil, "ip,header:X-User-Id", httplimit.Delay, sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Hour}, 5 * time.Second},
+		{"export", []string{"/api/export/*"}, nil, "ip,header:X-User-Id", httplimit.Delay, sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Second, Burst: 1}, 5 * time.Second},
 		{"per-ip", []string{"/*"}, nil, "ip", httplimit.Reject, sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 1000, Period: time.Hour}, 0},
 		{"global-writes", nil, []string{"POST", "PUT", "PATCH", "DELETE"}, "global", httplimit.Shadow, sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10000, Period: time.Second}, 0},
 	}
