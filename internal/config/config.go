@@ -1,5 +1,6 @@
-// Package config reads the sluice gateway's config file (YAML; see
-// examples/quickstart.yaml) into the options of packages httplimit,
+// Package config reads the sluice gateway's config file (YAML; every field
+// is documented in docs/config.md, which a test holds to the decoder's
+// field lists; examples/quickstart.yaml is a complete file) into the options of packages httplimit,
 // clientip and redisstore. Every problem is reported at once, each with the
 // field's path and its line and column.
 package config
@@ -75,6 +76,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	return c, nil
 }
 
+// rootFields are the top-level fields of a config file.
+var rootFields = []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log"}
+
+// logFields are the fields of log.
+var logFields = []string{"rejections_per_second"}
+
 func (d *decoder) config(root *yaml.Node) *Config {
 	c := &Config{
 		Server: Server{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", ShutdownTimeout: 10 * time.Second,
@@ -90,7 +97,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	var storeNode, redisNode, rulesNode, tiersNode *yaml.Node
 	hasUpstream := false
-	d.fields(root, "", []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log"}, func(key string, v *yaml.Node) {
+	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
 		case "server":
 			d.server(v, &c.Server, &c.Limiter)
@@ -118,7 +125,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		case "rules":
 			rulesNode = v
 		case "log":
-			d.fields(v, key, []string{"rejections_per_second"}, func(k string, v *yaml.Node) {
+			d.fields(v, key, logFields, func(k string, v *yaml.Node) {
 				if n, ok := d.integer(v, "log."+k, 0, 1_000_000); ok {
 					c.RejectionLogsPerSecond = n
 					if n == 0 {

@@ -19,8 +19,11 @@ type Server struct {
 	MaxHeaderBytes    int           // default 64 KiB
 }
 
+// serverFields are the fields of server.
+var serverFields = []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header"}
+
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
-	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header"}, func(key string, v *yaml.Node) {
+	d.fields(n, "server", serverFields, func(key string, v *yaml.Node) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":

@@ -8,8 +8,11 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
+// tiersFields are the fields of tiers.
+var tiersFields = []string{"from", "default", "keys"}
+
 func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
-	d.fields(n, "tiers", []string{"from", "default", "keys"}, func(key string, v *yaml.Node) {
+	d.fields(n, "tiers", tiersFields, func(key string, v *yaml.Node) {
 		p := "tiers." + key
 		switch key {
 		case "from":

@@ -133,7 +133,9 @@ var syntaxHints = map[string]string{
 }
 
 // fields calls f for each key of mapping n, reporting unknown keys (with a
-// suggestion), duplicates and a non-mapping n.
+// suggestion), duplicates and a non-mapping n. known is one of the
+// package's field lists (serverFields and the like): a test holds
+// docs/config.md to document every field of each.
 func (d *decoder) fields(n *yaml.Node, path string, known []string, f func(key string, v *yaml.Node)) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
