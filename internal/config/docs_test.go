@@ -102,3 +102,28 @@ func TestDocsCoverEveryFieldList(t *testing.T) {
 		t.Errorf("found %d calls of fields, want at least %d", calls, len(docSections))
 	}
 }
+
+// Every example in docs/config.md is valid, completed with an upstream and
+// a rule where it has none.
+func TestDocsExamplesParse(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) < 8 {
+		t.Fatalf("found %d yaml examples in docs/config.md, want one per section", len(blocks))
+	}
+	for _, m := range blocks {
+		file := m[1]
+		if !regexp.MustCompile("(?m)^upstream:").MatchString(file) {
+			file += "upstream: builtin:echo\n"
+		}
+		if !regexp.MustCompile("(?m)^rules:").MatchString(file) {
+			file += "rules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+		}
+		if _, err := Parse([]byte(file), "docs/config.md"); err != nil {
+			t.Errorf("example:\n%s\n%v", m[1], err)
+		}
+	}
+}
