@@ -215,25 +215,25 @@ func gateway(t *testing.T) (base, admin string, stop func() (int, string)) {
 		code <- cli.RunWithReady(ctx, []string{"serve", "--config", quickstart(t)}, io.Discard, &stderr,
 			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
 	}()
+	var a [2]net.Addr
 	select {
-	case a := <-addrs:
-		stopped := false
-		t.Cleanup(func() {
-			if !stopped {
-				cancel()
-				<-code
-			}
-		})
-		return "http://" + a[0].String(), "http://" + a[1].String(), func() (int, string) {
-			stopped = true
-			cancel()
-			return <-code, stderr.String()
-		}
+	case a = <-addrs:
 	case c := <-code:
 		cancel()
 		t.Fatalf("serve exited with %d: %s", c, stderr.String())
 	}
-	panic("unreachable")
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-code
+		}
+	})
+	return "http://" + a[0].String(), "http://" + a[1].String(), func() (int, string) {
+		stopped = true
+		cancel()
+		return <-code, stderr.String()
+	}
 }
 
 // The quickstart's export rule delays a request that comes before its turn
