@@ -285,12 +285,25 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {p: {burst: 3}}}]\n")
 	f.Add("a: &a [*a, *a]\n")
+	// Syntax errors, which are located by parsing prefixes of the file.
+	f.Add("rules:\n  - name: a\n   limit: 5\n")
+	f.Add("upstream: 'x\nrules: [\n")
+	f.Add("a: b\r\n\tc: d\r\n")
+	f.Add("# é\nupstream: builtin:echo\nrules:\n  - name: \"é\": x\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := config.Parse([]byte(s), "fuzz.yaml")
 		if err != nil {
 			var ce *config.Error
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
 				t.Fatalf("error without problems: %v", err)
+			}
+			// A problem is in the file, or just after its end (where
+			// YAML places an empty document's node).
+			lines := strings.Count(s, "\n") + 2
+			for _, p := range ce.Problems {
+				if p.Line < 0 || p.Line > lines || p.Column < 0 || (p.Line > 0) != (p.Column > 0) {
+					t.Fatalf("problem at %d:%d in a file of %d lines: %v", p.Line, p.Column, lines, p)
+				}
 			}
 			return
 		}
