@@ -281,9 +281,12 @@ type Event struct {
 
 // RuleEvent is one rule's part in a decision.
 type RuleEvent struct {
-	Rule    string
-	Action  Action
-	Tier    string // the tier whose limit applied; "" for the rule's default Limit
+	Rule   string
+	Action Action
+	// Tier is the tier whose limit applied: Options.Tiers.Default when the
+	// rule's Limit applied (the rule has no override for the request's
+	// tier, or no tiers at all); "" for Exempt and skipped rules.
+	Tier    string
 	Outcome Outcome
 	// Key is the rule's composite key for the request. It may identify a
 	// person: log it only in a non-reversible form.
@@ -433,7 +436,7 @@ func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 			break
 		}
 		tp := rule.def
-		ruleTier := ""
+		ruleTier := l.tiers.Default
 		if len(rule.tiers) > 0 {
 			if !tierDone {
 				tier, tierDone = l.tierOf(r), true

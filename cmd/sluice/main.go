@@ -2,7 +2,8 @@
 //
 //	sluice serve --config FILE    run the gateway
 //	sluice check-config FILE      validate a config file and exit
-//	sluice version                print the version
+//	sluice version                print the version (also --version)
+//	sluice help [COMMAND]         print the usage, or COMMAND's (also COMMAND -h)
 package main
 
 import (

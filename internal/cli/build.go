@@ -9,7 +9,8 @@ import (
 	"github.com/sluicehq/sluice/internal/gateway"
 )
 
-// build loads the config file and builds the gateway it describes.
+// build loads the config file and builds the gateway it describes, logging
+// check-config's warnings about the file at WARN.
 func build(path string, logger *slog.Logger) (*gateway.Gateway, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -18,6 +19,9 @@ func build(path string, logger *slog.Logger) (*gateway.Gateway, error) {
 	opts, err := options(cfg)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range warnings(cfg) {
+		logger.Warn(w, "config", path)
 	}
 	opts.Logger = logger
 	return gateway.New(opts)
@@ -47,7 +51,7 @@ func options(cfg *config.Config) (gateway.Options, error) {
 }
 
 // check validates the file and summarises it.
-func check(path string) (summary string, warnings []string, err error) {
+func check(path string) (summary string, warns []string, err error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return "", nil, err
@@ -55,8 +59,15 @@ func check(path string) (summary string, warnings []string, err error) {
 	if _, err := options(cfg); err != nil {
 		return "", nil, err
 	}
+	return fmt.Sprintf("%d rules, store %s, upstream %s", len(cfg.Limiter.Rules), cfg.Store.Backend, cfg.Upstream), warnings(cfg), nil
+}
+
+// warnings lists the settings of a valid file that are risky: check-config
+// prints them and serve logs them at WARN.
+func warnings(cfg *config.Config) []string {
+	var ws []string
 	if cfg.Limiter.Tiers.From.Source != 0 && cfg.Limiter.Tiers.Keys == nil {
-		warnings = append(warnings, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
+		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
 	}
-	return fmt.Sprintf("%d rules, store %s, upstream %s", len(cfg.Limiter.Rules), cfg.Store.Backend, cfg.Upstream), warnings, nil
+	return ws
 }

@@ -1,5 +1,6 @@
-// Package config reads the sluice gateway's config file (YAML; see
-// examples/quickstart.yaml) into the options of packages httplimit,
+// Package config reads the sluice gateway's config file (YAML; every field
+// is documented in docs/config.md, which a test holds to the decoder's
+// field lists; examples/quickstart.yaml is a complete file) into the options of packages httplimit,
 // clientip and redisstore. Every problem is reported at once, each with the
 // field's path and its line and column.
 package config
@@ -7,8 +8,11 @@ package config
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -58,7 +62,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
+		d.yamlError(data, err)
 		return nil, d.err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
@@ -72,6 +76,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	return c, nil
 }
 
+// rootFields are the top-level fields of a config file.
+var rootFields = []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log"}
+
+// logFields are the fields of log.
+var logFields = []string{"rejections_per_second"}
+
 func (d *decoder) config(root *yaml.Node) *Config {
 	c := &Config{
 		Server: Server{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", ShutdownTimeout: 10 * time.Second,
@@ -82,12 +92,12 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	c.Limiter.Headers = httplimit.HeadersIETF | httplimit.HeadersLegacy
 	c.Limiter.Tiers.Default = "free"
 	if resolve(root).Kind != yaml.MappingNode {
-		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules; see examples/quickstart.yaml")
+		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
 	var storeNode, redisNode, rulesNode, tiersNode *yaml.Node
 	hasUpstream := false
-	d.fields(root, "", []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log"}, func(key string, v *yaml.Node) {
+	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
 		case "server":
 			d.server(v, &c.Server, &c.Limiter)
@@ -115,7 +125,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		case "rules":
 			rulesNode = v
 		case "log":
-			d.fields(v, key, []string{"rejections_per_second"}, func(k string, v *yaml.Node) {
+			d.fields(v, key, logFields, func(k string, v *yaml.Node) {
 				if n, ok := d.integer(v, "log."+k, 0, 1_000_000); ok {
 					c.RejectionLogsPerSecond = n
 					if n == 0 {
@@ -125,6 +135,14 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
+	if c.Server.Admin != "" && sameAddress(c.Server.Listen, c.Server.Admin) {
+		// Point at admin, or at listen if admin is the default.
+		if at := lookup(root, "server", "admin"); at != nil {
+			d.add(at, "server.admin", "%s takes the port of server.listen (%s): give the admin listener a port of its own, or off", c.Server.Admin, c.Server.Listen)
+		} else {
+			d.add(lookup(root, "server", "listen"), "server.listen", "%s takes the port of server.admin (%s, the default): give server.admin a port of its own, or off", c.Server.Listen, c.Server.Admin)
+		}
+	}
 	if !hasUpstream {
 		d.add(root, "upstream", "missing: want builtin:echo or the URL of the API to protect")
 	}
@@ -141,4 +159,55 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	_ = tiersNode
 	return c
+}
+
+// sameAddress reports whether two listeners at host:port addresses a and b
+// would collide: the same port (not 0, which picks a free one) on hosts
+// that are equal, or where either is a wildcard (empty, 0.0.0.0 or ::),
+// which takes the port on every address. localhost counts as both loopback
+// addresses. Other host names are compared as written, without resolving
+// them.
+func sameAddress(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa == "0" || !samePort(pa, pb) {
+		return false
+	}
+	ia, ib := hostAddrs(ha), hostAddrs(hb)
+	if ia == nil || ib == nil {
+		return strings.EqualFold(ha, hb)
+	}
+	for _, x := range ia {
+		for _, y := range ib {
+			if x == y || x.IsUnspecified() || y.IsUnspecified() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func samePort(a, b string) bool {
+	if a == b {
+		return true
+	}
+	na, errA := net.LookupPort("tcp", a)
+	nb, errB := net.LookupPort("tcp", b)
+	return errA == nil && errB == nil && na == nb
+}
+
+// hostAddrs returns the addresses a listener on host binds, or nil for a
+// host name other than localhost.
+func hostAddrs(host string) []netip.Addr {
+	switch strings.ToLower(host) {
+	case "":
+		return []netip.Addr{netip.IPv6Unspecified()}
+	case "localhost":
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	return []netip.Addr{a.Unmap().WithZone("")}
 }

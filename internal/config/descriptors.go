@@ -241,7 +241,7 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
+		d.yamlError(data, err)
 		return nil, d.err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {

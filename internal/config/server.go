@@ -33,8 +33,14 @@ type ForwardAuth struct {
 	TrustedProxies []netip.Prefix // required: the proxies allowed to call it
 }
 
+// forwardAuthFields are the fields of server.forward_auth.
+var forwardAuthFields = []string{"listen", "trusted_proxies"}
+
+// serverFields are the fields of server.
+var serverFields = []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header", "forward_auth"}
+
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
-	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header", "forward_auth"}, func(key string, v *yaml.Node) {
+	d.fields(n, "server", serverFields, func(key string, v *yaml.Node) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":
@@ -83,7 +89,7 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 
 func (d *decoder) forwardAuth(n *yaml.Node, path string) *ForwardAuth {
 	fa := &ForwardAuth{}
-	d.fields(n, path, []string{"listen", "trusted_proxies"}, func(key string, v *yaml.Node) {
+	d.fields(n, path, forwardAuthFields, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "listen":
