@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -158,7 +159,7 @@ func (s *Service) resetOf(c *call, i int) time.Duration {
 }
 
 // limitOf returns limit i of r as a sluice.Limit, for rendering.
-func limitOf(r *Rule, i int) sluice.Limit {
+func limitOf(r *descriptor.Rule, i int) sluice.Limit {
 	if p := r.Policy; p != nil && i >= 0 && i < p.Len() {
 		ar := p.Rule(i)
 		return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Period: ar.Period(), Burst: ar.Burst()}

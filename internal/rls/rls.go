@@ -53,6 +53,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/descriptor"
 )
 
 // Failure chooses what the service answers when the store fails.
@@ -247,8 +248,8 @@ const (
 // call is the scratch space of one request, pooled so that a decision
 // allocates little beyond the protobuf response.
 type call struct {
-	entries []Entry
-	ms      []Match
+	entries []descriptor.Entry
+	ms      []descriptor.Match
 	items   []item
 	reqs    []sluice.Request
 	out     []sluice.Decision
@@ -333,11 +334,11 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 	for i, d := range req.Descriptors {
 		from := len(c.entries)
 		for _, e := range d.Entries {
-			c.entries = append(c.entries, Entry{Key: e.Key, Value: e.Value})
+			c.entries = append(c.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
 		}
 		es := c.entries[from:len(c.entries):len(c.entries)]
 		if l := d.Limit; l != nil {
-			m, err := rules.Override(req.Domain, es, l.RequestsPerUnit, Unit(l.Unit))
+			m, err := rules.Override(req.Domain, es, l.RequestsPerUnit, descriptor.Unit(l.Unit))
 			if err != nil {
 				return nil, fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)
 			}
@@ -350,7 +351,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			c.items[i].hits = int64(h.Value) // bounded by validate
 		}
 	}
-	ApplyReplaces(c.ms)
+	descriptor.ApplyReplaces(c.ms)
 
 	// Classify, and gather the enforced descriptors charged together.
 	over := false
@@ -542,7 +543,7 @@ func (s *Service) storeFailed(c *call, i int, err error) error {
 	return fmt.Errorf("%w: %w", ErrStore, err)
 }
 
-func metricName(r *Rule) string {
+func metricName(r *descriptor.Rule) string {
 	if r.MetricKey != "" {
 		return r.MetricKey
 	}
@@ -550,7 +551,7 @@ func metricName(r *Rule) string {
 }
 
 // displayName is a rule's name in rate-limit headers.
-func displayName(r *Rule) string {
+func displayName(r *descriptor.Rule) string {
 	switch {
 	case r.Name != "":
 		return r.Name
@@ -630,12 +631,12 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 }
 
 // display returns the display of limit i of r, or an empty one.
-func display(r *Rule, i int) Display {
+func display(r *descriptor.Rule, i int) descriptor.Display {
 	if i >= 0 && i < len(r.Displays) {
 		return r.Displays[i]
 	}
 	if len(r.Displays) > 0 {
 		return r.Displays[0]
 	}
-	return Display{}
+	return descriptor.Display{}
 }
