@@ -225,6 +225,12 @@ func grpcError(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
+// batchTaker is implemented by stores that decide a sluice.TakeAll batch
+// themselves (memstore, redisstore).
+type batchTaker interface {
+	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
+}
+
 // item is the state of one descriptor during a call.
 type item struct {
 	hits    int64
@@ -237,11 +243,11 @@ type item struct {
 type kind uint8
 
 const (
-	kindNone    kind = iota // no limit applies
-	kindOver                // over without asking the store: deny-all, or a cost beyond capacity
-	kindPeek                // hits 0: checked, not charged
-	kindBatch               // charged with the others through TakeAll
-	kindShadow              // shadow mode, decided alone
+	kindNone   kind = iota // no limit applies
+	kindOver               // over without asking the store: deny-all, or a cost beyond capacity
+	kindPeek               // hits 0: checked, not charged
+	kindBatch              // charged with the others through TakeAll
+	kindShadow             // shadow mode, decided alone
 	kindShadowPeek
 )
 
@@ -445,6 +451,17 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 				return nil, s.storeFailed(c, -1, err)
 			}
 			over = !ok
+			if over && len(c.reqs) > 1 {
+				if _, batch := s.opts.Store.(batchTaker); batch {
+					// A store's batch reports a member it would have admitted
+					// with what would remain after charging it; nothing was.
+					for j := range c.out {
+						if c.out[j].Allowed {
+							c.out[j].Remaining += c.reqs[j].N
+						}
+					}
+				}
+			}
 		}
 		if over {
 			// Nothing was charged: tell each counter's status without
