@@ -215,12 +215,12 @@ func grpcError(err error) error {
 	switch {
 	case errors.Is(err, ErrInvalidRequest):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrStore):
-		return status.Error(codes.Unavailable, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, ErrStore):
+		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
 }
@@ -395,7 +395,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			it.kind = kindBatch
 			it.batch = -1
 			for j := range c.reqs { // one counter named twice is charged once, with both costs
-				if c.reqs[j].Policy == r.Policy && c.reqs[j].Key == m.Key {
+				if c.reqs[j].Key == m.Key && samePolicy(c.reqs[j].Policy, r.Policy) {
 					it.batch = j
 					c.reqs[j].N += it.hits
 					break
@@ -558,6 +558,23 @@ func (s *Service) storeFailed(c *call, i int, err error) error {
 		}
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+// samePolicy reports whether p and q keep the same state: the same policy,
+// or two built alike (a request's own limits beyond the tree's cache).
+func samePolicy(p, q *sluice.Policy) bool {
+	if p == q {
+		return true
+	}
+	if p.Name() != q.Name() || p.Len() != q.Len() {
+		return false
+	}
+	for i := range p.Len() {
+		if p.ID(i) != q.ID(i) {
+			return false
+		}
+	}
+	return true
 }
 
 func metricName(r *descriptor.Rule) string {
