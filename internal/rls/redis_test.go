@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
@@ -27,7 +28,10 @@ descriptors:
 
 func newRedisStore(t *testing.T, srv *redistest.Server, onError redisstore.Failure) *redisstore.Store {
 	t.Helper()
-	st, err := redisstore.New(redisstore.Options{URL: srv.URL(), OnError: onError})
+	// A generous timeout: on a loaded machine Redis can take longer than the
+	// default 50 ms, and these tests are about exactness, not latency. A
+	// stopped Redis still fails at once (its socket refuses connections).
+	st, err := redisstore.New(redisstore.Options{URL: srv.URL(), OnError: onError, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
