@@ -442,6 +442,12 @@ func TestNewErrors(t *testing.T) {
 			}
 		})
 	}
+	// A tree that contains itself ends at MaxDepth.
+	self := make([]descriptor.Descriptor, 1)
+	self[0] = descriptor.Descriptor{Key: "k", Descriptors: self}
+	if _, err := descriptor.New(d(self...)); err == nil || !strings.Contains(err.Error(), "levels deep") {
+		t.Errorf("self-nesting tree: got %v", err)
+	}
 	// Every problem at once.
 	_, err := descriptor.New(d(descriptor.Descriptor{Value: "v"}, descriptor.Descriptor{Key: "k", RateLimit: rl(1, 0)}))
 	if err == nil || strings.Count(err.Error(), "\n") != 1 {
@@ -456,5 +462,42 @@ func TestZeroSet(t *testing.T) {
 	}
 	if m, err := s.Override("d", e("k", "v"), 1, descriptor.Second); m.Rule != nil || err != nil {
 		t.Errorf("zero Set override: %+v, %v", m, err)
+	}
+}
+
+// TestOverrideConcurrent builds the same request limits from many
+// goroutines: every caller must get one and the same rule (run with -race).
+func TestOverrideConcurrent(t *testing.T) {
+	s := mustNew(t, testTree)
+	const n = 8
+	rules := make(chan *descriptor.Rule, n*50)
+	done := make(chan struct{})
+	for g := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for i := range 50 {
+				m, err := s.Override("test", e("k", "v"), uint32(i%5+1), descriptor.Unit(g%3+1))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%5 == 0 && g%3 == 0 {
+					rules <- m.Rule
+				}
+			}
+		}()
+	}
+	for range n {
+		<-done
+	}
+	close(rules)
+	var first *descriptor.Rule
+	for r := range rules {
+		if first == nil {
+			first = r
+		}
+		if r != first {
+			t.Fatalf("two rules for one request limit")
+		}
 	}
 }

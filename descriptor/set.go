@@ -61,13 +61,17 @@ func (w *wildcard) match(v string) bool {
 	return len(v) >= len(last) && strings.HasSuffix(v, last)
 }
 
+// MaxDepth is the deepest a tree may nest descriptors.
+const MaxDepth = 64
+
 // New builds a Set from domains, creating each limit's policy. It reports
 // every problem at once, in an error wrapping ErrInvalid: an empty or
 // repeated domain, an empty key, two entries of one level with the same
 // composite key (key, or key_value, as envoyproxy/ratelimit names them), an
 // invalid unit, a unit or limits on an unlimited rate limit, an empty name in
 // Replaces or a rate limit that replaces its own name, ShareThreshold on an
-// entry that is not a wildcard, and invalid Sluice limits.
+// entry that is not a wildcard, invalid Sluice limits, and trees deeper than
+// MaxDepth.
 func New(domains ...Domain) (*Set, error) {
 	s := &Set{domains: make(map[string]*node, len(domains))}
 	var errs []error
@@ -119,6 +123,10 @@ func (b *builder) fail(path []string, format string, args ...any) {
 // level builds the children of n from ds; segments and variable describe
 // the path to n.
 func (b *builder) level(n *node, ds []Descriptor, segments []string, variable []bool) {
+	if len(segments) >= MaxDepth && len(ds) > 0 {
+		b.fail(segments, "descriptors nested more than %d levels deep", MaxDepth)
+		return
+	}
 	seen := map[string]bool{}
 	for _, d := range ds {
 		if d.Key == "" {

@@ -57,6 +57,9 @@ func LoadDescriptors(path string) (*descriptor.Set, error) {
 // problems in an *Error (wrapping ErrInvalid), several files' joined with
 // errors.Join. A directory without any configuration file is an error.
 func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("config: no descriptor configuration file or directory given")
+	}
 	var files []string
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -67,14 +70,14 @@ func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set,
 			files = append(files, p)
 			continue
 		}
-		fs, err := DescriptorFiles(p)
+		list, err := DescriptorFiles(p)
 		if err != nil {
 			return nil, err
 		}
-		if len(fs) == 0 {
-			return nil, fmt.Errorf("config: %s holds no .yaml or .yml file", p)
+		if len(list) == 0 {
+			return nil, fmt.Errorf("config: %s holds no configuration file", p)
 		}
-		files = append(files, fs...)
+		files = append(files, list...)
 	}
 	var docs []*descriptorFile
 	var errs []error
@@ -115,11 +118,12 @@ func ParseDescriptors(data []byte, name string) (descriptor.Domain, error) {
 }
 
 // DescriptorFiles lists the configuration files under dir, sorted: every
-// file whose name ends in .yaml or .yml, in dir and its subdirectories, as
-// envoyproxy/ratelimit loads every file of its runtime directory's tree.
-// Names starting with a dot are skipped, files and directories alike, so
-// that the "..data" directories of a Kubernetes ConfigMap volume are not
-// read twice; symbolic links to files are followed, to directories not.
+// file in dir and its subdirectories, whatever its name ends in, as
+// envoyproxy/ratelimit reads every file of its runtime directory's tree.
+// Names starting with a dot are skipped, files and directories alike (as
+// envoyproxy/ratelimit does with RUNTIME_IGNOREDOTFILES), so that editors'
+// swap files and the "..data" directories of a Kubernetes ConfigMap volume
+// are not read; symbolic links to files are followed, to directories not.
 func DescriptorFiles(dir string) ([]string, error) {
 	var out []string
 	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
@@ -133,10 +137,6 @@ func DescriptorFiles(dir string) ([]string, error) {
 			return nil
 		}
 		if de.IsDir() {
-			return nil
-		}
-		ext := filepath.Ext(de.Name())
-		if ext != ".yaml" && ext != ".yml" {
 			return nil
 		}
 		if de.Type()&fs.ModeSymlink != 0 {
@@ -253,8 +253,7 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 		d.add(root, "", "want a mapping with domain and descriptors")
 		return nil, d.err
 	}
-	d.stringKeys(root, "")
-	d.fields(root, "", []string{"domain", "descriptors"}, func(key string, v *yaml.Node) {
+	d.stringFields(root, "", []string{"domain", "descriptors"}, nil, func(key string, v *yaml.Node) {
 		switch key {
 		case "domain":
 			f.domainNode = v
@@ -262,7 +261,7 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 				f.domain.Name = s
 			}
 		case "descriptors":
-			f.domain.Descriptors, f.topNodes = d.descriptorList(v, "descriptors")
+			f.domain.Descriptors, f.topNodes = (&descDecoder{decoder: d}).descriptorList(v, "descriptors", 1)
 		}
 	})
 	if f.domain.Name == "" && f.domainNode == nil {
@@ -276,18 +275,45 @@ func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
 	return f, nil
 }
 
-// stringKeys reports the keys of mapping n that are not strings (such as
-// 0.25 or true), which envoyproxy/ratelimit refuses.
-func (d *decoder) stringKeys(n *yaml.Node, path string) {
+// stringFields is fields for a mapping whose keys must be strings, as
+// envoyproxy/ratelimit wants them: a key such as 0.25 or true is reported
+// once, as such, and skipped. A key of elsewhere is reported with its
+// message: a field known to the format but misplaced, which
+// envoyproxy/ratelimit would silently ignore.
+func (d *decoder) stringFields(n *yaml.Node, path string, known []string, elsewhere map[string]string, f func(key string, v *yaml.Node)) {
 	n = resolve(n)
-	if n.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k := resolve(n.Content[i])
-		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			d.add(k, join(path, k.Value), "a key must be a string")
+	if n.Kind == yaml.MappingNode {
+		kept := *n
+		kept.Content = nil
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := resolve(n.Content[i])
+			if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
+				d.add(k, join(path, k.Value), "a key must be a string")
+				continue
+			}
+			if msg, ok := elsewhere[k.Value]; ok {
+				d.add(k, join(path, k.Value), "%s", msg)
+				continue
+			}
+			kept.Content = append(kept.Content, n.Content[i], n.Content[i+1])
 		}
+		n = &kept
+	}
+	d.fields(n, path, known, f)
+}
+
+// Fields of the format written at the wrong level.
+var (
+	inDescriptor = map[string]string{}
+	inRateLimit  = map[string]string{}
+)
+
+func init() {
+	for _, f := range []string{"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "key", "value", "descriptors"} {
+		inRateLimit[f] = "belongs to the descriptor, beside rate_limit, not inside it"
+	}
+	for _, f := range []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "period", "burst", "limits"} {
+		inDescriptor[f] = "belongs inside rate_limit"
 	}
 }
 
@@ -324,13 +350,32 @@ func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
 	return false, false
 }
 
+// descDecoder walks a file's descriptors, counting them: YAML aliases can
+// repeat a subtree any number of times, or nest it in itself.
+type descDecoder struct {
+	*decoder
+	count   int
+	stopped bool
+}
+
+// Bounds on one file's tree, far beyond any real configuration.
+const (
+	maxDescriptorDepth = descriptor.MaxDepth
+	maxDescriptors     = 100_000
+	maxProblems        = 1000
+)
+
 var descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
 	"value_to_metric", "share_threshold", "quota_mode", "metadata"}
 
 // descriptorList decodes a list of descriptors, reporting entries of one
 // level with the same composite key; it returns each entry's node too.
-func (d *decoder) descriptorList(n *yaml.Node, path string) ([]descriptor.Descriptor, []*yaml.Node) {
+func (d *descDecoder) descriptorList(n *yaml.Node, path string, depth int) ([]descriptor.Descriptor, []*yaml.Node) {
 	n = resolve(n)
+	if depth > maxDescriptorDepth {
+		d.add(n, path, "descriptors nested more than %d levels deep (or an alias that refers to itself)", maxDescriptorDepth)
+		return nil, nil
+	}
 	if n.Tag == "!!null" {
 		return nil, nil
 	}
@@ -348,7 +393,14 @@ func (d *decoder) descriptorList(n *yaml.Node, path string) ([]descriptor.Descri
 			d.add(item, p, "want a mapping with key and optionally value, rate_limit and descriptors, got %q", item.Value)
 			continue
 		}
-		ds, keyNode, ok := d.descriptor(item, p)
+		if d.count++; d.count > maxDescriptors || len(d.err.Problems) >= maxProblems {
+			if !d.stopped {
+				d.add(item, p, "stopped reading: more than %d descriptors or %d problems in one file (aliases repeat them)", maxDescriptors, maxProblems)
+				d.stopped = true
+			}
+			return out, nodes
+		}
+		ds, keyNode, ok := d.descriptor(item, p, depth)
 		if !ok {
 			continue
 		}
@@ -364,12 +416,11 @@ func (d *decoder) descriptorList(n *yaml.Node, path string) ([]descriptor.Descri
 	return out, nodes
 }
 
-func (d *decoder) descriptor(n *yaml.Node, path string) (descriptor.Descriptor, *yaml.Node, bool) {
+func (d *descDecoder) descriptor(n *yaml.Node, path string, depth int) (descriptor.Descriptor, *yaml.Node, bool) {
 	var ds descriptor.Descriptor
 	var keyNode, shareNode *yaml.Node
 	before := len(d.err.Problems)
-	d.stringKeys(n, path)
-	d.fields(n, path, descriptorFields, func(key string, v *yaml.Node) {
+	d.stringFields(n, path, descriptorFields, inDescriptor, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "key":
@@ -380,7 +431,7 @@ func (d *decoder) descriptor(n *yaml.Node, path string) (descriptor.Descriptor, 
 		case "rate_limit":
 			ds.RateLimit = d.rateLimit(v, p)
 		case "descriptors":
-			ds.Descriptors, _ = d.descriptorList(v, p)
+			ds.Descriptors, _ = d.descriptorList(v, p, depth+1)
 		case "shadow_mode":
 			ds.ShadowMode, _ = d.boolean(v, p)
 		case "detailed_metric":
@@ -433,8 +484,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	rl := &descriptor.RateLimit{}
 	var ln limitNodes
 	var unlimitedNode, limitsNode *yaml.Node
-	d.stringKeys(n, path)
-	d.fields(n, path, rateLimitFields, func(key string, v *yaml.Node) {
+	d.stringFields(n, path, rateLimitFields, inRateLimit, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		switch key {
 		case "requests_per_unit":
@@ -539,10 +589,13 @@ func (d *decoder) replaces(n *yaml.Node, path string) []string {
 			d.add(item, p, "want a mapping with name, got %q", item.Value)
 			continue
 		}
-		d.stringKeys(item, p)
-		d.fields(item, p, []string{"name"}, func(_ string, v *yaml.Node) {
+		before := len(d.err.Problems)
+		d.stringFields(item, p, []string{"name"}, nil, func(_ string, v *yaml.Node) {
 			name, _ = d.scalar(v, p+".name")
 		})
+		if len(d.err.Problems) > before {
+			continue
+		}
 		if name == "" {
 			d.add(item, p+".name", "should not have an empty replaces entry: want the name of the limit to replace")
 			continue
@@ -569,8 +622,7 @@ func (d *decoder) limits(n *yaml.Node, path string) []sluice.Limit {
 			continue
 		}
 		var ln limitNodes
-		d.stringKeys(item, p)
-		d.fields(item, p, limitFields, func(key string, v *yaml.Node) {
+		d.stringFields(item, p, limitFields, nil, func(key string, v *yaml.Node) {
 			switch key {
 			case "requests_per_unit":
 				ln.count = v
