@@ -377,9 +377,23 @@ func TestOverride(t *testing.T) {
 	if l := resp.Statuses[0].CurrentLimit; l == nil || l.RequestsPerUnit != 1 || l.Unit != rlsv3.RateLimitResponse_RateLimit_HOUR {
 		t.Errorf("override: current_limit %v, want 1/HOUR", l)
 	}
+	if got := h.obs.last(t).Descriptors[0].Name; got != "test.override" {
+		t.Errorf("override: metric name %q, want test.override (never the request's values)", got)
+	}
 	wantCodes(t, h.call(t, request(d)), over, over)
 	// The configured limit of the same descriptor is untouched.
 	wantCodes(t, h.call(t, request(desc("remote_address", "a"))), ok, ok)
+
+	// Zero requests per unit deny every request.
+	zero := desc("remote_address", "z")
+	zero.Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 0, Unit: typev3.RateLimitUnit_SECOND}
+	wantCodes(t, h.call(t, request(zero)), over, over)
+	// A domain the configuration does not know matches nothing, own limit
+	// or not.
+	other := &rlsv3.RateLimitRequest{Domain: "other", Descriptors: request(d).Descriptors}
+	if resp := h.call(t, other); resp.OverallCode != ok || resp.Statuses[0].CurrentLimit != nil {
+		t.Errorf("own limit in an unknown domain: got %v, want OK with no limit", resp)
+	}
 
 	d.Limit = &commonv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit(42)}
 	wantInvalid(t, h, request(d), "unit")
