@@ -123,8 +123,8 @@ descriptors:
 				if status.Code(err) != codes.Unavailable {
 					t.Fatalf("got %v, want Unavailable", err)
 				}
-				if ev := h.obs.last(t); ev.Code != CodeError {
-					t.Errorf("event code %s, want unavailable", ev.Code)
+				if ev := h.obs.last(t); ev.Code != CodeError || ev.Descriptors[0].Outcome != OutcomeError {
+					t.Errorf("event: code %s, outcome %s; want unavailable, error", ev.Code, ev.Descriptors[0].Outcome)
 				}
 				if code, _ := post(t, h.url, `{"domain":"shared","descriptors":[{"entries":[{"key":"client","value":"a"}]}]}`); code != 503 {
 					t.Errorf("POST /json: %d, want 503", code)

@@ -135,6 +135,10 @@ type Options struct {
 // refuses to decide.
 var ErrInvalidRequest = errors.New("rls: invalid request")
 
+// errDegraded is why a decision of the store's failure policy is refused
+// under FailUnavailable.
+var errDegraded = errors.New("it decided by its failure policy (on_error)")
+
 // ErrStore is wrapped by the errors of requests the store could not decide.
 var ErrStore = errors.New("rls: store could not decide")
 
@@ -433,7 +437,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		}
 		d, err := s.opts.Store.Peek(ctx, c.ms[i].Rule.Policy, c.ms[i].Key)
 		if err != nil {
-			return nil, s.storeFailed(c, i, err)
+			return nil, s.storeFailed(c, err)
 		}
 		it.d = d
 		if !d.Allowed && it.kind == kindPeek {
@@ -448,7 +452,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 				if errors.Is(err, sluice.ErrInvalidBatch) {
 					return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 				}
-				return nil, s.storeFailed(c, -1, err)
+				return nil, s.storeFailed(c, err)
 			}
 			over = !ok
 			if over && len(c.reqs) > 1 {
@@ -472,7 +476,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 				}
 				d, err := s.opts.Store.Peek(ctx, c.reqs[j].Policy, c.reqs[j].Key)
 				if err != nil {
-					return nil, s.storeFailed(c, -1, err)
+					return nil, s.storeFailed(c, err)
 				}
 				if d.Allowed && d.Remaining < c.reqs[j].N {
 					d.Allowed = false
@@ -500,7 +504,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			d, err = s.opts.Store.Take(ctx, m.Rule.Policy, m.Key, it.hits)
 		}
 		if err != nil {
-			return nil, s.storeFailed(c, i, err)
+			return nil, s.storeFailed(c, err)
 		}
 		it.d = d
 	}
@@ -542,19 +546,19 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		c.events[i].Decision = it.d
 	}
 	if degraded && s.opts.OnStoreError == FailUnavailable {
-		return nil, fmt.Errorf("%w: the store decided by its failure policy", ErrStore)
+		return nil, s.storeFailed(c, errDegraded)
 	}
 	return s.response(c, over, degraded), nil
 }
 
-// storeFailed records the failure in the events and returns the error the
-// request fails with.
-func (s *Service) storeFailed(c *call, i int, err error) error {
+// storeFailed marks every descriptor with a limit as failed in the events
+// and returns the error the request fails with: which of them the store
+// had decided no longer matters, since the request gets no decision.
+func (s *Service) storeFailed(c *call, err error) error {
 	for j := range c.items {
-		if c.items[j].kind != kindNone && (i < 0 || i == j || c.items[j].kind == kindBatch) {
+		c.events[j].Outcome = c.items[j].outcome
+		if c.items[j].kind != kindNone {
 			c.events[j].Outcome = OutcomeError
-		} else if c.events[j].Outcome == "" {
-			c.events[j].Outcome = c.items[j].outcome
 		}
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
