@@ -78,6 +78,11 @@ func TestExamplesLoad(t *testing.T) {
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
+	nested, err := filepath.Glob("../../examples/*/*.yaml") // the proxies' Sluice configs
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, nested...)
 	for _, f := range files {
 		if _, err := config.Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
@@ -219,4 +224,32 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestForwardAuth(t *testing.T) {
+	const base = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+	c, err := config.Parse([]byte(base+"server:\n  forward_auth: { listen: 127.0.0.1:8083, trusted_proxies: [127.0.0.1, 10.0.0.0/8] }\n"), "fa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := c.Server.ForwardAuth
+	if fa == nil || fa.Listen != "127.0.0.1:8083" || len(fa.TrustedProxies) != 2 || fa.TrustedProxies[0].String() != "127.0.0.1/32" || fa.TrustedProxies[1].String() != "10.0.0.0/8" {
+		t.Errorf("got %+v", fa)
+	}
+	if c, err := config.Parse([]byte(base), "none.yaml"); err != nil || c.Server.ForwardAuth != nil {
+		t.Errorf("without the section: got %+v, %v; want nil", c.Server.ForwardAuth, err)
+	}
+	for file, want := range map[string]string{
+		"server:\n  forward_auth: { trusted_proxies: [127.0.0.1] }\n":                      "server.forward_auth.listen: missing",
+		"server:\n  forward_auth: { listen: 127.0.0.1:8083 }\n":                            "server.forward_auth.trusted_proxies: missing",
+		"server:\n  forward_auth: { listen: 127.0.0.1:8083, trusted_proxies: [] }\n":       "server.forward_auth.trusted_proxies: empty",
+		"server:\n  forward_auth: { listen: nope, trusted_proxies: [127.0.0.1] }\n":        "server.forward_auth.listen: want host:port",
+		"server:\n  forward_auth: { listen: 127.0.0.1:1, trusted_proxies: [bogus] }\n":     "server.forward_auth.trusted_proxies[0]: want a CIDR",
+		"server:\n  forward_auth: { listen: 127.0.0.1:1, trusted_proxies: [x], pth: a }\n": "server.forward_auth.pth: unknown field",
+	} {
+		_, err := config.Parse([]byte(base+file), "fa.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", file, err, want)
+		}
+	}
 }

@@ -1,12 +1,15 @@
 package config
 
 import (
+	"fmt"
 	"net"
+	"net/netip"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -17,10 +20,21 @@ type Server struct {
 	ShutdownTimeout   time.Duration // default 10s
 	ReadHeaderTimeout time.Duration // default 10s
 	MaxHeaderBytes    int           // default 64 KiB
+	// ForwardAuth is the forward-auth endpoint (server.forward_auth) for
+	// proxies that keep their own proxying; nil when the file has none.
+	ForwardAuth *ForwardAuth
+}
+
+// ForwardAuth is the server.forward_auth section: the listener of the
+// endpoint that Traefik's ForwardAuth, Caddy's forward_auth and nginx's
+// auth_request call (package forwardauth), and the proxies it believes.
+type ForwardAuth struct {
+	Listen         string         // required, host:port
+	TrustedProxies []netip.Prefix // required: the proxies allowed to call it
 }
 
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
-	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header"}, func(key string, v *yaml.Node) {
+	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header", "forward_auth"}, func(key string, v *yaml.Node) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":
@@ -61,6 +75,63 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 				}
 				lo.OverLimitHeader = h
 			}
+		case "forward_auth":
+			s.ForwardAuth = d.forwardAuth(v, p)
 		}
 	})
+}
+
+func (d *decoder) forwardAuth(n *yaml.Node, path string) *ForwardAuth {
+	fa := &ForwardAuth{}
+	d.fields(n, path, []string{"listen", "trusted_proxies"}, func(key string, v *yaml.Node) {
+		p := path + "." + key
+		switch key {
+		case "listen":
+			a, ok := d.str(v, p)
+			if !ok {
+				return
+			}
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				d.add(v, p, "want host:port, such as 127.0.0.1:8083, got %q", a)
+				return
+			}
+			fa.Listen = a
+		case "trusted_proxies":
+			ss, ok := d.strings(v, p, false)
+			if !ok {
+				return
+			}
+			for i, s := range ss {
+				pp, err := clientip.ParsePrefixes([]string{s})
+				if err != nil {
+					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want a CIDR such as 10.0.0.0/8 or an IP address, got %q", s)
+					continue
+				}
+				fa.TrustedProxies = append(fa.TrustedProxies, pp...)
+			}
+			if len(ss) == 0 {
+				d.add(v, p, "empty: list the addresses of the proxies that call the endpoint")
+			}
+		}
+	})
+	if resolve(n).Kind == yaml.MappingNode {
+		if !d.hasKey(n, "listen") {
+			d.add(n, path+".listen", "missing: want the endpoint's host:port, such as 127.0.0.1:8083")
+		}
+		if !d.hasKey(n, "trusted_proxies") {
+			d.add(n, path+".trusted_proxies", "missing: list the addresses of the proxies that call the endpoint")
+		}
+	}
+	return fa
+}
+
+// hasKey reports whether mapping n has key.
+func (d *decoder) hasKey(n *yaml.Node, key string) bool {
+	n = resolve(n)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return true
+		}
+	}
+	return false
 }
