@@ -22,15 +22,21 @@ const (
 // for quota errors by draft-ietf-httpapi-ratelimit-headers.
 const ProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// policyItem renders a limit as a RateLimit-Policy list member: the rule's
-// name as a String, q (the quota: Count), w (the window: Period in whole
-// seconds, rounded up) and, for buckets whose Burst differs from Count,
-// sluice-burst.
+// policyItem renders a limit as a RateLimit-Policy list member; see
+// AppendPolicyItem.
 func policyItem(name string, lim sluice.Limit) string {
-	b := make([]byte, 0, 48)
-	b = append(b, '"')
-	b = append(b, name...) // rule names are validated to need no escaping
-	b = append(b, `";q=`...)
+	return string(AppendPolicyItem(make([]byte, 0, 48), name, lim))
+}
+
+// AppendPolicyItem appends lim as a member of a RateLimit-Policy field
+// (draft-ietf-httpapi-ratelimit-headers-11) to b: name as a String, q (the
+// quota: Count), w (the window: Period in whole seconds, rounded up) and, for
+// buckets whose Burst differs from Count, sluice-burst. A name's quotes and
+// backslashes are escaped and any byte a String cannot hold (outside
+// printable ASCII) becomes "?". It is safe for concurrent use.
+func AppendPolicyItem(b []byte, name string, lim sluice.Limit) []byte {
+	b = appendString(b, name)
+	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, lim.Count, 10)
 	b = append(b, ";w="...)
 	b = strconv.AppendInt(b, ceilSeconds(lim.Period), 10)
@@ -38,7 +44,34 @@ func policyItem(name string, lim sluice.Limit) string {
 		b = append(b, ";sluice-burst="...)
 		b = strconv.AppendInt(b, lim.Burst, 10)
 	}
-	return string(b)
+	return b
+}
+
+// AppendLimitItem appends a member of a RateLimit field to b: name as a
+// String (escaped as by AppendPolicyItem), r (the remaining quota, at least
+// 0) and t (reset in whole seconds, rounded up).
+func AppendLimitItem(b []byte, name string, remaining int64, reset time.Duration) []byte {
+	b = appendString(b, name)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, max(remaining, 0), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, ceilSeconds(reset), 10)
+}
+
+// appendString appends s as a structured-field String (RFC 9651).
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // ceilSeconds returns d in whole seconds, rounded up, at least 1 for any
@@ -51,15 +84,9 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// appendItem appends a RateLimit list member: the policy name, r (the
-// remaining quota) and t (seconds until it resets).
+// appendItem appends a RateLimit list member; see AppendLimitItem.
 func appendItem(b []byte, name string, remaining int64, reset time.Duration) []byte {
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, max(remaining, 0), 10)
-	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(reset), 10)
+	return AppendLimitItem(b, name, remaining, reset)
 }
 
 // writeHeaders sets the rate-limit headers of an admitted request for the
