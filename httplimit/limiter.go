@@ -246,9 +246,10 @@ const (
 	OutcomeExempt                       // "exempt": an Exempt rule let it through unchecked
 	OutcomeError                        // "error": the store failed; let through, or 503 if FailClosed
 	OutcomeSkipped                      // "skipped": the rule did not apply (a key part was missing, or the request was rejected first)
+	OutcomeCanceled                     // "canceled": the client went away while the request waited out a Delay rule's delay; not served, its turn given back
 )
 
-var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped"}
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled"}
 
 // String returns the outcome's metric label, such as "shadow_limited".
 func (o Outcome) String() string {
@@ -268,14 +269,16 @@ type Observer interface {
 
 // Event describes the decision for one request.
 type Event struct {
-	// Outcome is the request's: allowed, limited, delayed, exempt or error
-	// (a Shadow or Soft rule's outcome is only in Rules).
+	// Outcome is the request's: allowed, limited, delayed, exempt, error or
+	// canceled (a Shadow or Soft rule's outcome is only in Rules).
 	Outcome Outcome
 	// Rules are the rules that matched, in order.
 	Rules []RuleEvent
 	// Latency is the time spent deciding, not counting any delay.
 	Latency time.Duration
-	// Delay is how long the request waited for its turn.
+	// Delay is how long the request waited for its turn. For a canceled
+	// request it is how long it had waited when its client went away, not
+	// the delay it was given.
 	Delay time.Duration
 }
 
@@ -377,13 +380,21 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 	l.writeHeaders(w.Header(), c)
 	if delay := c.maxDelay(); delay > 0 {
+		waitStart := time.Now()
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
+			// The client left: not a store failure, and not a delay
+			// served. Its reservations are given back.
 			t.Stop()
 			l.cancel(ctx, c)
-			ev.Outcome, ev.Delay = OutcomeError, delay
+			for i := range c.events {
+				if e := &c.events[i]; e.Action == Delay && (e.Outcome == OutcomeAllowed || e.Outcome == OutcomeDelayed) {
+					e.Outcome = OutcomeCanceled
+				}
+			}
+			ev.Outcome, ev.Delay = OutcomeCanceled, time.Since(waitStart)
 			if l.obs != nil {
 				l.obs.Observe(r, ev)
 			}

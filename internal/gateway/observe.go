@@ -33,11 +33,11 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
-			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped).",
+			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped, canceled).",
 		}, []string{"rule", "outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total",
-			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error).",
+			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error, canceled).",
 		}, []string{"outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_decision_duration_seconds",
@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 		}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_delay_seconds",
-			Help:    "Time delayed requests waited for their turn, in seconds.",
+			Help:    "Time delayed requests waited for their turn, in seconds; requests whose client left while waiting are not counted.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -95,7 +95,7 @@ var _ httplimit.Observer = (*observer)(nil)
 func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	o.m.requests.WithLabelValues(e.Outcome.String()).Inc()
 	o.m.latency.Observe(e.Latency.Seconds())
-	if e.Delay > 0 {
+	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled {
 		o.m.delay.Observe(e.Delay.Seconds())
 	}
 	for i := range e.Rules {
