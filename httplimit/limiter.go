@@ -21,6 +21,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -88,9 +89,25 @@ type Options struct {
 	// error. By default such requests are let through (fail open), which
 	// the Observer sees as OutcomeError. Stores with their own failure
 	// policy (redisstore's OnError) rarely return errors.
+	//
+	// A store that fails closed by itself (redisstore with OnError Deny,
+	// or any store whose FailsClosed method reports true) answers a
+	// decision it could not make with a Degraded denial: such a request is
+	// answered 503 whatever FailClosed says, since its client used none of
+	// its quota, and its rules' outcome is OutcomeError with ErrFailedClosed.
 	FailClosed bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
+}
+
+// ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
+// decide and denied the request for it (see Options.FailClosed).
+var ErrFailedClosed = errors.New("httplimit: the store could not decide and failed closed")
+
+// closedFailer is implemented by stores whose Degraded denials are failures
+// to decide rather than limits (redisstore.Store).
+type closedFailer interface {
+	FailsClosed() bool
 }
 
 // Limiter is the middleware: build one with New, wrap handlers with Handler.
@@ -102,8 +119,10 @@ type Limiter struct {
 	headers    Headers
 	overLimit  string
 	failClosed bool
-	obs        Observer
-	pool       sync.Pool
+	// storeFailsClosed: the store's Degraded denials are failures.
+	storeFailsClosed bool
+	obs              Observer
+	pool             sync.Pool
 }
 
 // compiled is a rule with its policies built.
@@ -134,6 +153,9 @@ func New(opts Options) (*Limiter, error) {
 		overLimit:  textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
 		failClosed: opts.FailClosed,
 		obs:        opts.Observer,
+	}
+	if fc, ok := opts.Store.(closedFailer); ok {
+		l.storeFailsClosed = fc.FailsClosed()
 	}
 	if l.ip == nil {
 		r, err := clientip.New(clientip.Options{})
@@ -354,13 +376,13 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // see Handler
-	denied, failed := l.decide(ctx, c)
+	denied, closed, failed := l.decide(ctx, c)
 	switch {
-	case failed && l.failClosed:
+	case (failed && l.failClosed) || (closed && !denied):
 		ev.Outcome = OutcomeError
 		l.cancel(ctx, c)
 		l.observe(r, ev, start)
-		unavailable(w)
+		l.unavailable(w, c)
 		return
 	case denied:
 		ev.Outcome = OutcomeLimited
@@ -545,9 +567,11 @@ func (l *Limiter) tierOf(r *http.Request) string {
 }
 
 // decide charges the Delay and Reject rules: all of them or none. It
-// reports whether the request was denied, and whether a store error let a
-// rule through unchecked.
-func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
+// reports whether a rule denied the request, whether the store failed
+// closed for one (a Degraded denial from a store that fails closed: the
+// request is refused, but no limit denied it), and whether a store error let
+// a rule through unchecked.
+func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed bool) {
 	for i := range c.events {
 		e, tp := &c.events[i], c.policies[i]
 		if tp == nil || e.Action != Delay {
@@ -557,10 +581,14 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 		switch {
 		case err != nil:
 			e.Outcome, e.Err, failed = OutcomeError, err, true
+		case !res.Allowed && res.Degraded && l.storeFailsClosed:
+			e.Outcome, e.Decision, e.Err = OutcomeError, res.Decision, ErrFailedClosed
+			l.skipRest(c, i+1)
+			return false, true, failed
 		case !res.Allowed:
 			e.Outcome, e.Decision = OutcomeLimited, res.Decision
 			l.skipRest(c, i+1)
-			return true, failed
+			return true, false, failed
 		default:
 			e.Decision = res.Decision
 			if res.Delay > 0 {
@@ -576,7 +604,7 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 		}
 	}
 	if len(c.reqs) == 0 {
-		return false, failed
+		return false, false, failed
 	}
 	if cap(c.out) < len(c.reqs) {
 		c.out = make([]sluice.Decision, len(c.reqs))
@@ -591,17 +619,21 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 			e.Outcome, e.Err, failed = OutcomeError, err, true
 		case ok:
 			e.Decision = c.out[j]
+		case !c.out[j].Allowed && c.out[j].Degraded && l.storeFailsClosed:
+			e.Outcome, e.Decision, e.Err = OutcomeError, c.out[j], ErrFailedClosed
+			closed = true
 		case !c.out[j].Allowed && !c.out[j].Time.IsZero(): // a zero Decision was not decided
 			e.Outcome, e.Decision = OutcomeLimited, c.out[j]
+			denied = true
 		default:
 			e.Outcome, e.Decision = OutcomeSkipped, c.out[j]
 		}
 	}
 	if err == nil && !ok {
 		l.skipRest(c, 0)
-		return true, failed
+		return denied, closed, failed
 	}
-	return false, failed
+	return false, false, failed
 }
 
 // skipRest marks the Shadow and Soft rules, and the undecided rules from

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -101,7 +102,9 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		o.counter(re.Rule, re.Outcome).Inc()
-		if re.Err != nil {
+		// A store that failed closed counted its own failure (Redis's
+		// OnFailure hook), if it called Redis at all.
+		if re.Err != nil && !errors.Is(re.Err, httplimit.ErrFailedClosed) {
 			o.m.storeErrors.WithLabelValues(o.backend).Inc()
 		}
 		if re.Decision.Degraded {
@@ -111,11 +114,15 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 		case httplimit.OutcomeLimited, httplimit.OutcomeShadowLimited:
 			o.logRejection(r.Context(), re)
 		case httplimit.OutcomeError:
-			if o.logs.allow(time.Now()) {
+			switch {
+			case !o.logs.allow(time.Now()):
+				o.m.logDropped.Inc()
+			case errors.Is(re.Err, httplimit.ErrFailedClosed):
+				o.log.LogAttrs(r.Context(), slog.LevelWarn, "rate limit store could not decide; request refused with 503 (on_error deny)",
+					slog.String("rule", re.Rule))
+			default:
 				o.log.LogAttrs(r.Context(), slog.LevelError, "rate limit store failed; request let through",
 					slog.String("rule", re.Rule), slog.Any("error", re.Err))
-			} else {
-				o.m.logDropped.Inc()
 			}
 		}
 	}
