@@ -96,6 +96,14 @@ type Options struct {
 	// answered 503 whatever FailClosed says, since its client used none of
 	// its quota, and its rules' outcome is OutcomeError with ErrFailedClosed.
 	FailClosed bool
+	// CaseSensitivePaths matches rules' paths, and keys the "path" key
+	// part, case-sensitively. By default they are compared in lower case,
+	// so that "POST /LOGIN" cannot bypass a "/login" rule on an upstream
+	// that routes paths regardless of case (Express, ASP.NET and others
+	// do by default), and the "path" key part is lower-cased, so that a
+	// client cannot split its counter by changing case. Set it only when
+	// the upstream distinguishes paths by case.
+	CaseSensitivePaths bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
 }
@@ -119,6 +127,8 @@ type Limiter struct {
 	headers    Headers
 	overLimit  string
 	failClosed bool
+	// caseSensitive: paths are matched and keyed as sent, not lower-cased.
+	caseSensitive bool
 	// storeFailsClosed: the store's Degraded denials are failures.
 	storeFailsClosed bool
 	obs              Observer
@@ -146,13 +156,14 @@ func New(opts Options) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: no store", ErrInvalidRule)
 	}
 	l := &Limiter{
-		store:      opts.Store,
-		ip:         opts.ClientIP,
-		tiers:      opts.Tiers,
-		headers:    opts.Headers,
-		overLimit:  textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
-		failClosed: opts.FailClosed,
-		obs:        opts.Observer,
+		store:         opts.Store,
+		ip:            opts.ClientIP,
+		tiers:         opts.Tiers,
+		headers:       opts.Headers,
+		overLimit:     textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
+		failClosed:    opts.FailClosed,
+		caseSensitive: opts.CaseSensitivePaths,
+		obs:           opts.Observer,
 	}
 	if fc, ok := opts.Store.(closedFailer); ok {
 		l.storeFailsClosed = fc.FailsClosed()
@@ -199,6 +210,11 @@ func New(opts Options) (*Limiter, error) {
 			c.Key = []KeyPart{IP()}
 		}
 		c.Match.Paths = append([]string(nil), r.Match.Paths...)
+		if !l.caseSensitive {
+			for i, p := range c.Match.Paths {
+				c.Match.Paths[i] = lowerPath(p)
+			}
+		}
 		c.Match.Methods = append([]string(nil), r.Match.Methods...)
 		c.Match.Hosts = append([]string(nil), r.Match.Hosts...)
 		if r.Action != Exempt {
@@ -355,6 +371,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		r.Header.Del(l.overLimit)
 	}
 	p := cleanPath(r.URL.Path)
+	if !l.caseSensitive {
+		p = lowerPath(p)
+	}
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
 
@@ -440,9 +459,12 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 	}
 }
 
-// match collects the rules that apply to r, with their keys and policies,
-// into c, stopping at the first Exempt rule. It reports whether an Exempt
-// rule matched.
+// match collects the rules that apply to r, whose path as rules see it
+// (cleaned, and lower-cased unless paths are case-sensitive) is p, with
+// their keys and policies, into c, stopping at the first Exempt rule. It
+// reports whether an Exempt rule matched. The "path" key part is p, so
+// that every spelling of a path that a rule matches as one shares one
+// counter.
 func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 	var (
 		tier     string
@@ -482,7 +504,10 @@ func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 			case k.Source == SourceIP:
 				ipStart, ipEnd = l.appendIP(c, r, ipStart, ipEnd)
 			default:
-				v, ok := k.value(r)
+				v, ok := p, true
+				if k.Source != SourcePath {
+					v, ok = k.value(r)
+				}
 				switch {
 				case ok:
 					c.keyBuf = appendValue(c.keyBuf, tagOf(k), v)
@@ -691,6 +716,17 @@ func (c *call) maxDelay() time.Duration {
 		d = max(d, c.resv[i].Delay)
 	}
 	return d
+}
+
+// lowerPath returns p in lower case, without allocating when it has no
+// upper-case letter.
+func lowerPath(p string) string {
+	for i := 0; i < len(p); i++ {
+		if b := p[i]; b >= 0x80 || 'A' <= b && b <= 'Z' {
+			return strings.ToLower(p)
+		}
+	}
+	return p
 }
 
 // cleanPath returns the path rules are matched against: cleaned, so that

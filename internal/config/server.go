@@ -20,7 +20,7 @@ type Server struct {
 }
 
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
-	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header"}, func(key string, v *yaml.Node) {
+	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header", "path_case"}, func(key string, v *yaml.Node) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":
@@ -60,6 +60,19 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 					return
 				}
 				lo.OverLimitHeader = h
+			}
+		case "path_case":
+			// One setting for every rule: it describes how the upstream
+			// routes paths, which is the same whichever rule looks.
+			if c, ok := d.str(v, p); ok {
+				switch c {
+				case "insensitive":
+					lo.CaseSensitivePaths = false
+				case "sensitive":
+					lo.CaseSensitivePaths = true
+				default:
+					d.add(v, p, "want insensitive or sensitive, got %q", c)
+				}
 			}
 		}
 	})
