@@ -656,7 +656,9 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed b
 	}
 	if err == nil && !ok {
 		l.skipRest(c, 0)
-		return denied, closed, failed
+		// Refused: by a limit, unless every denial was the store failing
+		// closed.
+		return denied || !closed, closed, failed
 	}
 	return false, false, failed
 }
