@@ -28,6 +28,8 @@ type metrics struct {
 	storeErrors *prometheus.CounterVec // backend
 	degraded    *prometheus.CounterVec // rule
 	logDropped  prometheus.Counter
+	// upstreamErrors counts the proxy's failures by kind (errorKinds).
+	upstreamErrors *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, backend string) *metrics {
@@ -60,11 +62,18 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 		}, []string{"rule"}),
 		logDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_log_suppressed_total",
-			Help: "Rejection log lines dropped by the log rate limit.",
+			Help: "Log lines (rejections, store and upstream failures) dropped by the log rate limits.",
 		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_upstream_errors_total",
+			Help: "Requests the upstream proxy could not complete, by kind: timeout (504), refused, reset, unreachable, other (502), client_aborted (the client went away), client_timeout (its body did not arrive within the read timeout: 408).",
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped)
+	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors)
 	m.storeErrors.WithLabelValues(backend)
+	for _, k := range errorKinds {
+		m.upstreamErrors.WithLabelValues(k)
+	}
 	return m
 }
 
