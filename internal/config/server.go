@@ -16,11 +16,13 @@ type Server struct {
 	Admin             string        // default 127.0.0.1:9090; "off" disables
 	ShutdownTimeout   time.Duration // default 10s
 	ReadHeaderTimeout time.Duration // default 10s
+	ReadTimeout       time.Duration // a whole request, body included; default 60s
+	IdleTimeout       time.Duration // a keep-alive connection between requests; default 2m
 	MaxHeaderBytes    int           // default 64 KiB
 }
 
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
-	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header", "path_case"}, func(key string, v *yaml.Node) {
+	d.fields(n, "server", []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "read_timeout", "idle_timeout", "max_header_bytes", "over_limit_header", "path_case"}, func(key string, v *yaml.Node) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":
@@ -48,6 +50,14 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 		case "read_header_timeout":
 			if t, ok := d.duration(v, p, time.Millisecond, time.Hour); ok {
 				s.ReadHeaderTimeout = t
+			}
+		case "read_timeout":
+			if t, ok := d.duration(v, p, time.Millisecond, 24*time.Hour); ok {
+				s.ReadTimeout = t
+			}
+		case "idle_timeout":
+			if t, ok := d.duration(v, p, time.Millisecond, 24*time.Hour); ok {
+				s.IdleTimeout = t
 			}
 		case "max_header_bytes":
 			if b, ok := d.integer(v, p, 1024, 16<<20); ok {
