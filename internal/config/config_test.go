@@ -203,6 +203,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {p: {burst: 3}}}]\n")
 	f.Add("a: &a [*a, *a]\n")
+	f.Add("server: {read_timeout: 30s, path_case: sensitive}\nupstream: {url: http://x:1, dial_timeout: 1s, host: upstream}\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := config.Parse([]byte(s), "fuzz.yaml")
 		if err != nil {

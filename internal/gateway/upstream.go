@@ -341,9 +341,12 @@ func setForwarded(pr *httputil.ProxyRequest, ip *clientip.Resolver) {
 		}
 		elem = append(elem, ';')
 	}
-	elem = append(elem, "host="...)
-	elem = appendForwardedValue(elem, in.Host)
-	elem = append(elem, ";proto="...)
+	if in.Host != "" {
+		elem = append(elem, "host="...)
+		elem = appendForwardedValue(elem, in.Host)
+		elem = append(elem, ';')
+	}
+	elem = append(elem, "proto="...)
 	elem = append(elem, scheme...)
 	out["Forwarded"] = []string{strings.Join(append(fwd, string(elem)), ", ")}
 }
