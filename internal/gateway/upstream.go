@@ -100,6 +100,10 @@ type ProxyOptions struct {
 
 	errors  *prometheus.CounterVec // kind; nil counts nothing
 	dropped prometheus.Counter     // log lines suppressed; may be nil
+	// bodyTimeout, if positive, is the server's read timeout, counted
+	// again when proxying starts: a request that waited out a delay rule
+	// still gets the whole of it to send its body.
+	bodyTimeout time.Duration
 }
 
 // newUpstream returns the handler admitted requests go to: the echo
@@ -119,7 +123,7 @@ func newUpstream(opts Options, log *slog.Logger, m *metrics) (http.Handler, erro
 	if po.Logger == nil {
 		po.Logger = log
 	}
-	po.errors, po.dropped = m.upstreamErrors, m.logDropped
+	po.errors, po.dropped, po.bodyTimeout = m.upstreamErrors, m.logDropped, opts.ReadTimeout
 	return oneValue(NewProxy(u, po)), nil
 }
 
@@ -178,6 +182,7 @@ func NewProxy(target *url.URL, opts ProxyOptions) http.Handler {
 		logs:    logLimit{per: opts.LogLinesPerSecond},
 		errors:  opts.errors,
 		dropped: opts.dropped,
+		bodyTo:  opts.bodyTimeout,
 	}
 	transport := &http.Transport{
 		Proxy: nil, // never route upstream traffic through an environment proxy
@@ -226,6 +231,7 @@ type proxy struct {
 	logs    logLimit
 	errors  *prometheus.CounterVec
 	dropped prometheus.Counter
+	bodyTo  time.Duration
 }
 
 func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -233,6 +239,9 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		cb := &clientBody{ReadCloser: r.Body}
 		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, cb))
 		r.Body = cb
+		if p.bodyTo > 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(p.bodyTo))
+		}
 	}
 	if r.ContentLength == 0 && r.Header.Get("Upgrade") != "" && hasToken(r.Header["Connection"], "upgrade") {
 		// A protocol upgrade (WebSocket) without a body: the connection

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/gateway"
@@ -289,5 +290,31 @@ func TestGatewayAbortedUploadIsNotAnUpstreamFailure(t *testing.T) {
 	}
 	if logs := g.logs.String(); strings.Contains(logs, `"level":"ERROR"`) {
 		t.Errorf("an aborted upload was logged as an error:\n%s", logs)
+	}
+}
+
+// A request that waited out a delay rule still has the whole read timeout
+// to send its body: the wait does not count against it.
+func TestGatewayDelayDoesNotEatReadTimeout(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, err := io.Copy(io.Discard, r.Body)
+		fmt.Fprintf(w, "%d %v", n, err)
+	}))
+	defer up.Close()
+	g := start(t, gateway.Options{Upstream: up.URL, ReadTimeout: 300 * time.Millisecond, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+		Name: "upload", Action: httplimit.Delay, MaxDelay: 10 * time.Second,
+		Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: 2 * time.Second},
+	}}}})
+	body := strings.Repeat("x", 256<<10) // more than the server buffers
+	for i := range 2 {                   // the second waits about 2 s, well past the read timeout
+		resp, err := http.Post(g.url+"/upload", "text/plain", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(got) != fmt.Sprintf("%d <nil>", len(body)) {
+			t.Errorf("upload %d: status %d, upstream read %q; want 200 and the whole body", i, resp.StatusCode, got)
+		}
 	}
 }
