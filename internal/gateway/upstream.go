@@ -303,82 +303,122 @@ func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // setForwarded sets the outbound request's forwarding headers (see
-// NewProxy). ReverseProxy has removed the inbound ones from pr.Out.
+// NewProxy). ReverseProxy has removed the inbound ones from pr.Out. For a
+// peer that is not a trusted proxy it allocates twice: the values' array
+// and the Forwarded element.
 func setForwarded(pr *httputil.ProxyRequest, ip *clientip.Resolver) {
 	in, out := pr.In, pr.Out.Header
-	scheme := "http"
+	scheme, proto := "http", protoHTTP
 	if in.TLS != nil {
-		scheme = "https"
+		scheme, proto = "https", protoHTTPS
 	}
-	peer, err := netip.ParseAddrPort(in.RemoteAddr)
-	hasPeer := err == nil
-	addr := peer.Addr().Unmap()
+	peer, addr, hasPeer := peerOf(in.RemoteAddr)
 	trusted := hasPeer && ip != nil && ip.Trusted(addr)
 
-	var xff []string
-	if trusted {
-		xff = append(xff, in.Header.Values("X-Forwarded-For")...)
+	vals := make([]string, 3) // X-Forwarded-For, X-Forwarded-Host, Forwarded
+	if xff := in.Header["X-Forwarded-For"]; trusted && len(xff) > 0 {
+		vals[0] = strings.Join(xff, ", ") + ", " + peer
+	} else {
+		vals[0] = peer
 	}
 	if hasPeer {
-		xff = append(xff, addr.String())
+		out["X-Forwarded-For"] = vals[0:1:1]
 	}
-	if len(xff) > 0 {
-		out["X-Forwarded-For"] = []string{strings.Join(xff, ", ")}
-	}
-	proto, host := []string{scheme}, []string{in.Host}
-	if v := in.Header["X-Forwarded-Proto"]; trusted && len(v) > 0 {
-		proto = v
-	}
-	if v := in.Header["X-Forwarded-Host"]; trusted && len(v) > 0 {
-		host = v
-	}
-	out["X-Forwarded-Proto"], out["X-Forwarded-Host"] = proto, host
-
-	var fwd []string
+	vals[1] = in.Host
+	out["X-Forwarded-Host"] = vals[1:2:2]
+	out["X-Forwarded-Proto"] = proto
 	if trusted {
-		fwd = append(fwd, in.Header.Values("Forwarded")...)
-	}
-	elem := make([]byte, 0, 64)
-	if hasPeer {
-		elem = append(elem, "for="...)
-		if addr.Is6() {
-			elem = append(elem, `"[`...)
-			elem = append(elem, addr.String()...)
-			elem = append(elem, `]"`...)
-		} else {
-			elem = append(elem, addr.String()...)
+		if v := in.Header["X-Forwarded-Proto"]; len(v) > 0 {
+			out["X-Forwarded-Proto"] = v
 		}
-		elem = append(elem, ';')
+		if v := in.Header["X-Forwarded-Host"]; len(v) > 0 {
+			out["X-Forwarded-Host"] = v
+		}
+	}
+
+	var prior []string
+	if trusted {
+		prior = in.Header["Forwarded"]
+	}
+	n := len(peer) + len(in.Host) + 32
+	for _, v := range prior {
+		n += len(v) + 2
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, v := range prior {
+		b.WriteString(v)
+		b.WriteString(", ")
+	}
+	if hasPeer {
+		b.WriteString("for=")
+		if addr.Is6() {
+			b.WriteString(`"[`)
+			b.WriteString(peer)
+			b.WriteString(`]"`)
+		} else {
+			b.WriteString(peer)
+		}
+		b.WriteByte(';')
 	}
 	if in.Host != "" {
-		elem = append(elem, "host="...)
-		elem = appendForwardedValue(elem, in.Host)
-		elem = append(elem, ';')
+		b.WriteString("host=")
+		writeForwardedValue(&b, in.Host)
+		b.WriteByte(';')
 	}
-	elem = append(elem, "proto="...)
-	elem = append(elem, scheme...)
-	out["Forwarded"] = []string{strings.Join(append(fwd, string(elem)), ", ")}
+	b.WriteString("proto=")
+	b.WriteString(scheme)
+	vals[2] = b.String()
+	out["Forwarded"] = vals[2:3:3]
 }
 
-// appendForwardedValue appends v as a Forwarded parameter value: a token
-// as is, anything else as a quoted string (RFC 7239, section 4).
-func appendForwardedValue(b []byte, v string) []byte {
+// The X-Forwarded-Proto values for this connection's scheme, shared by
+// every request: nothing writes to a request's header values in place.
+var (
+	protoHTTP  = []string{"http"}[:1:1]
+	protoHTTPS = []string{"https"}[:1:1]
+)
+
+// peerOf returns the address of a connection's peer from RemoteAddr
+// ("192.0.2.1:1234", "[2001:db8::1]:1234"), as text (without allocating,
+// unless the address is IPv4-mapped IPv6) and parsed.
+func peerOf(remote string) (string, netip.Addr, bool) {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return "", netip.Addr{}, false
+	}
+	a := ap.Addr()
+	if a.Is4In6() {
+		a = a.Unmap()
+		return a.String(), a, true
+	}
+	host := remote[:strings.LastIndexByte(remote, ':')]
+	if len(host) >= 2 && host[0] == '[' {
+		host = host[1 : len(host)-1]
+	}
+	return host, a, true
+}
+
+// writeForwardedValue writes v as a Forwarded parameter value: a token as
+// is, anything else as a quoted string (RFC 7239, section 4).
+func writeForwardedValue(b *strings.Builder, v string) {
 	token := v != ""
 	for i := 0; i < len(v) && token; i++ {
 		c := v[i]
 		token = c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c))
 	}
 	if token {
-		return append(b, v...)
+		b.WriteString(v)
+		return
 	}
-	b = append(b, '"')
+	b.WriteByte('"')
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '"' || c == '\\' {
-			b = append(b, '\\')
+			b.WriteByte('\\')
 		}
-		b = append(b, v[i])
+		b.WriteByte(v[i])
 	}
-	return append(b, '"')
+	b.WriteByte('"')
 }
 
 // The kinds of proxy failure, as sluice_upstream_errors_total labels them.
