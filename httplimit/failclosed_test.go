@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestStoreFailingClosedAnswers503(t *testing.T) {
 	for _, rule := range []httplimit.Rule{
 		{Name: "per-ip", Limit: limit(sluice.FixedWindow, 100, time.Hour)},
 		{Name: "export", Action: httplimit.Delay, MaxDelay: time.Second, Limit: limit(sluice.GCRA, 100, time.Hour)},
+		{Name: "cheap", Action: httplimit.Soft, Limit: limit(sluice.FixedWindow, 100, time.Hour)},
 	} {
 		t.Run(rule.Action.String(), func(t *testing.T) {
 			obs := &recorder{}
@@ -50,6 +52,24 @@ func TestStoreFailingClosedAnswers503(t *testing.T) {
 				eq(t, "status with Redis up", do().StatusCode, 200)
 			}
 			srv.Stop()
+			if rule.Action == httplimit.Soft {
+				// A Soft rule never blocks: the request passes unmarked,
+				// since no one knows whether it is over the limit.
+				var marked []string
+				h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					marked = append(marked, r.Header.Get("Sluice-Over-Limit"))
+				}))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+				eq(t, "status", w.Code, 200)
+				eq(t, "marked over the soft limit", strings.Join(marked, ","), "")
+				ev := obs.last(t)
+				eq(t, "rule outcome", ev.Rules[0].Outcome, httplimit.OutcomeError)
+				if !errors.Is(ev.Rules[0].Err, httplimit.ErrFailedClosed) {
+					t.Errorf("rule error: got %v, want ErrFailedClosed", ev.Rules[0].Err)
+				}
+				return
+			}
 			for i := range 3 { // the first fails on Redis, the next on the open circuit breaker
 				r := do()
 				eq(t, "status with Redis down", r.StatusCode, http.StatusServiceUnavailable)

@@ -698,6 +698,9 @@ func (l *Limiter) chargeNonBlocking(ctx context.Context, c *call) {
 		switch {
 		case err != nil:
 			e.Outcome = OutcomeError
+		case !d.Allowed && d.Degraded && l.storeFailsClosed:
+			// Not over the limit: the store could not tell.
+			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
 		case d.Allowed:
 		case e.Action == Shadow:
 			e.Outcome = OutcomeShadowLimited

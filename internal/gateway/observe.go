@@ -126,9 +126,12 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 			switch {
 			case !o.logs.allow(time.Now()):
 				o.m.logDropped.Inc()
-			case errors.Is(re.Err, httplimit.ErrFailedClosed):
+			case errors.Is(re.Err, httplimit.ErrFailedClosed) && e.Outcome == httplimit.OutcomeError:
 				o.log.LogAttrs(r.Context(), slog.LevelWarn, "rate limit store could not decide; request refused with 503 (on_error deny)",
 					slog.String("rule", re.Rule))
+			case errors.Is(re.Err, httplimit.ErrFailedClosed):
+				o.log.LogAttrs(r.Context(), slog.LevelWarn, "rate limit store could not decide; rule not applied (on_error deny)",
+					slog.String("rule", re.Rule), slog.String("action", re.Action.String()))
 			default:
 				o.log.LogAttrs(r.Context(), slog.LevelError, "rate limit store failed; request let through",
 					slog.String("rule", re.Rule), slog.Any("error", re.Err))
