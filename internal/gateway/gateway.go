@@ -46,8 +46,8 @@ type Options struct {
 	// a client trickling its body cannot hold a connection (here and
 	// upstream) for long; such a request is answered 408. It is counted
 	// again when the request is passed upstream, so a delay rule's wait
-	// does not eat into it. Protocol upgrades without a body (WebSocket)
-	// are exempt once upgraded. Default 60 s.
+	// does not eat into it. An upgraded connection (WebSocket) is free of
+	// it once upgraded. Default 60 s.
 	ReadTimeout time.Duration
 	// IdleTimeout bounds how long a keep-alive connection waits for its
 	// next request. Default 2 min.

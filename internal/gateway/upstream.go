@@ -243,26 +243,7 @@ func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(p.bodyTo))
 		}
 	}
-	if r.ContentLength == 0 && r.Header.Get("Upgrade") != "" && hasToken(r.Header["Connection"], "upgrade") {
-		// A protocol upgrade (WebSocket) without a body: the connection
-		// outlives the request, and the server's read timeout, meant to
-		// bound reading a request, would cut it.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Time{})
-	}
 	p.rp.ServeHTTP(w, r)
-}
-
-// hasToken reports whether a comma-separated header holds token, in any
-// case.
-func hasToken(values []string, token string) bool {
-	for _, v := range values {
-		for f := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(f), token) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // clientBody marks the errors of reading a client's request body, so that

@@ -318,3 +318,47 @@ func TestGatewayDelayDoesNotEatReadTimeout(t *testing.T) {
 		}
 	}
 }
+
+// An upgraded connection (a WebSocket, say) outlives the read timeout,
+// which bounds reading requests, not the conversation after an upgrade.
+func TestGatewayUpgradeOutlivesReadTimeout(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Upgrade") != "echo" {
+			http.Error(w, "want Upgrade: echo", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Connection", "Upgrade")
+		w.Header().Set("Upgrade", "echo")
+		w.WriteHeader(http.StatusSwitchingProtocols)
+		conn, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		io.Copy(conn, brw) // echo until the client closes
+	}))
+	defer up.Close()
+	g := start(t, gateway.Options{Upstream: up.URL, ReadTimeout: 200 * time.Millisecond, Limiter: httplimit.Options{Rules: perIP}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, "GET /ws HTTP/1.1\r\nHost: gw\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("upgrade: %v %v, want 101", resp, err)
+	}
+	// Past the read timeout, the upgraded connection still carries data
+	// both ways.
+	time.Sleep(500 * time.Millisecond)
+	if _, err := io.WriteString(c, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(br, buf); err != nil || string(buf) != "ping" {
+		t.Errorf("echo after the read timeout: %q, %v; want ping", buf, err)
+	}
+}
