@@ -140,10 +140,11 @@ func Proxy(target *url.URL, log *slog.Logger) http.Handler {
 // the peer appended, the incoming X-Forwarded-Proto and X-Forwarded-Host
 // (or this connection's scheme and the request's Host when absent), and the
 // incoming Forwarded elements followed by one for this hop
-// (for=peer;host=Host;proto=scheme). When the peer is not trusted,
-// whatever the client sent is replaced: X-Forwarded-For is the peer,
-// X-Forwarded-Proto this connection's scheme, X-Forwarded-Host the
-// request's Host, and Forwarded the one element for this hop. The Host
+// (for=peer;host=Host;proto=scheme), and X-Real-IP as received. When the
+// peer is not trusted, whatever the client sent is replaced:
+// X-Forwarded-For is the peer, X-Forwarded-Proto this connection's scheme,
+// X-Forwarded-Host the request's Host, Forwarded the one element for this
+// hop, and X-Real-IP is removed. The Host
 // header follows opts.Host.
 //
 // Failures are answered with an application/problem+json document: 504
@@ -308,6 +309,9 @@ func setForwarded(pr *httputil.ProxyRequest, ip *clientip.Resolver) {
 	vals[1] = in.Host
 	out["X-Forwarded-Host"] = vals[1:2:2]
 	out["X-Forwarded-Proto"] = proto
+	if !trusted {
+		delete(out, "X-Real-Ip") // a client's claim; only proxies' are passed on
+	}
 	if trusted {
 		if v := in.Header["X-Forwarded-Proto"]; len(v) > 0 {
 			out["X-Forwarded-Proto"] = v

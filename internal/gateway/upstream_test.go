@@ -59,6 +59,7 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 		"X-Forwarded-Proto": "https",
 		"X-Forwarded-Host":  "public.example.com",
 		"Forwarded":         "for=203.0.113.9;proto=https",
+		"X-Real-IP":         "203.0.113.9",
 	}
 	for _, tc := range []struct {
 		name    string
@@ -72,6 +73,7 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 			"X-Forwarded-Proto": "https",
 			"X-Forwarded-Host":  "public.example.com",
 			"Forwarded":         "for=203.0.113.9;proto=https, for=127.0.0.1;host=api.example.com;proto=http",
+			"X-Real-IP":         "203.0.113.9",
 		}},
 		{"untrusted peer", "10.0.0.0/8", gateway.HostPreserve, map[string]string{
 			"Host":              "api.example.com",
@@ -79,6 +81,7 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 			"X-Forwarded-Proto": "http",
 			"X-Forwarded-Host":  "api.example.com",
 			"Forwarded":         "for=127.0.0.1;host=api.example.com;proto=http",
+			"X-Real-IP":         "",
 		}},
 		{"upstream host", "127.0.0.1/32", gateway.HostUpstream, map[string]string{
 			"Host":            "", // the upstream's own address, checked below
