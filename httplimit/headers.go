@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -21,6 +22,13 @@ const (
 // ProblemType is the type URI of the 429 problem details, as registered
 // for quota errors by draft-ietf-httpapi-ratelimit-headers.
 const ProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
+
+// ProblemTypeUnavailable is the type URI of the 503 problem details sent
+// when the store cannot decide and the request is refused: the server's
+// capacity is reduced for a while, whatever the client's use of its quota
+// ("temporary-reduced-capacity", registered by
+// draft-ietf-httpapi-ratelimit-headers).
+const ProblemTypeUnavailable = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
 
 // policyItem renders a limit as a RateLimit-Policy list member; see
 // AppendPolicyItem.
@@ -230,14 +238,36 @@ func (l *Limiter) reject(w http.ResponseWriter, c *call) {
 	_, _ = w.Write(b)
 }
 
-// unavailable answers 503 when the store failed and the limiter fails closed.
-func unavailable(w http.ResponseWriter) {
-	const body = `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"The rate limiter cannot decide; retry shortly.","retry_after":1}` + "\n"
+// unavailable answers 503 when the store could not decide and the request
+// is refused: the limiter fails closed (Options.FailClosed), or the store
+// failed closed by itself. It sends no rate-limit fields, which would tell
+// the client it used a quota it did not use. Retry-After is the longest
+// wait a store that failed closed asked for (its circuit breaker's
+// cooldown), at least 1 second.
+func (l *Limiter) unavailable(w http.ResponseWriter, c *call) {
+	var retry time.Duration
+	for i := range c.events {
+		if e := &c.events[i]; errors.Is(e.Err, ErrFailedClosed) {
+			retry = max(retry, e.Decision.RetryAfter)
+		}
+	}
+	secs := max(ceilSeconds(retry), 1)
+	b := make([]byte, 0, 256)
+	b = append(b, `{"type":"`+ProblemTypeUnavailable+`","title":"Service Unavailable","status":503,"detail":"The rate limiter cannot decide; retry after `...)
+	b = strconv.AppendInt(b, secs, 10)
+	if secs == 1 {
+		b = append(b, ` second."`...)
+	} else {
+		b = append(b, ` seconds."`...)
+	}
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, secs, 10)
+	b = append(b, "}\n"...)
 	h := w.Header()
-	h[headerRetryAfter] = []string{"1"}
+	h[headerRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"}
 	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write([]byte(body))
+	_, _ = w.Write(b)
 }

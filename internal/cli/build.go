@@ -35,12 +35,24 @@ func options(cfg *config.Config) (gateway.Options, error) {
 	}
 	lo := cfg.Limiter
 	lo.ClientIP = ip
+	host := gateway.HostUpstream
+	if cfg.Proxy.PreserveHost {
+		host = gateway.HostPreserve
+	}
 	return gateway.Options{
 		Listen:            cfg.Server.Listen,
 		Admin:             cfg.Server.Admin,
 		Upstream:          cfg.Upstream,
 		ShutdownTimeout:   cfg.Server.ShutdownTimeout,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		ReadTimeout:       cfg.Server.ReadTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		Proxy: gateway.ProxyOptions{
+			DialTimeout:           cfg.Proxy.DialTimeout,
+			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
+			IdleConnTimeout:       cfg.Proxy.IdleTimeout,
+			Host:                  host,
+		},
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		Backend:           cfg.Store.Backend,
 		MaxKeys:           cfg.Store.MaxKeys,

@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -27,8 +26,11 @@ const MaxSize = 1 << 20
 // Config is a validated config file.
 type Config struct {
 	Server   Server
-	Upstream string // "builtin:echo" or an http(s) URL
-	Store    Store
+	Upstream string // "builtin:echo" or an http(s) URL (upstream, or upstream.url)
+	// Proxy holds the rest of the upstream mapping: the reverse proxy's
+	// timeouts and Host header.
+	Proxy Proxy
+	Store Store
 	// ClientIP configures how the "ip" key part finds the client.
 	ClientIP clientip.Options
 	// Limiter holds the rules, tiers, headers and over-limit header;
@@ -85,7 +87,8 @@ var logFields = []string{"rejections_per_second"}
 func (d *decoder) config(root *yaml.Node) *Config {
 	c := &Config{
 		Server: Server{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", ShutdownTimeout: 10 * time.Second,
-			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10},
+		Proxy:                  Proxy{DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second, PreserveHost: true},
 		Store:                  Store{Backend: "memory", MaxKeys: 1_000_000},
 		RejectionLogsPerSecond: 10,
 	}
@@ -103,15 +106,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.server(v, &c.Server, &c.Limiter)
 		case "upstream":
 			hasUpstream = true
-			if s, ok := d.str(v, key); ok {
-				c.Upstream = s
-				if s != "builtin:echo" {
-					u, err := url.Parse(s)
-					if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-						d.add(v, key, "want builtin:echo or an http:// or https:// URL with a host, got %q", s)
-					}
-				}
-			}
+			d.upstream(v, c)
 		case "store":
 			storeNode = v
 			redisNode = d.store(v, &c.Store)

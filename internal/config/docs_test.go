@@ -32,6 +32,7 @@ var docSections = []docSection{
 	{"matchFields", "rules[].match.", matchFields},
 	{"tierLimitFields", "rules[].tiers.NAME.", tierLimitFields},
 	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
+	{"upstreamFields", "upstream.", upstreamFields},
 }
 
 // docRow matches the first cell of a row of docs/config.md's tables.

@@ -19,6 +19,8 @@ type Server struct {
 	Admin             string        // default 127.0.0.1:9090; "off" disables
 	ShutdownTimeout   time.Duration // default 10s
 	ReadHeaderTimeout time.Duration // default 10s
+	ReadTimeout       time.Duration // a whole request, body included; default 60s
+	IdleTimeout       time.Duration // a keep-alive connection between requests; default 2m
 	MaxHeaderBytes    int           // default 64 KiB
 	// ForwardAuth is the forward-auth endpoint (server.forward_auth) for
 	// proxies that keep their own proxying; nil when the file has none.
@@ -37,7 +39,7 @@ type ForwardAuth struct {
 var forwardAuthFields = []string{"listen", "trusted_proxies"}
 
 // serverFields are the fields of server.
-var serverFields = []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "max_header_bytes", "over_limit_header", "forward_auth"}
+var serverFields = []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "read_timeout", "idle_timeout", "max_header_bytes", "over_limit_header", "path_case", "forward_auth"}
 
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 	d.fields(n, "server", serverFields, func(key string, v *yaml.Node) {
@@ -69,6 +71,14 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 			if t, ok := d.duration(v, p, time.Millisecond, time.Hour); ok {
 				s.ReadHeaderTimeout = t
 			}
+		case "read_timeout":
+			if t, ok := d.duration(v, p, time.Millisecond, 24*time.Hour); ok {
+				s.ReadTimeout = t
+			}
+		case "idle_timeout":
+			if t, ok := d.duration(v, p, time.Millisecond, 24*time.Hour); ok {
+				s.IdleTimeout = t
+			}
 		case "max_header_bytes":
 			if b, ok := d.integer(v, p, 1024, 16<<20); ok {
 				s.MaxHeaderBytes = int(b)
@@ -83,6 +93,19 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 			}
 		case "forward_auth":
 			s.ForwardAuth = d.forwardAuth(v, p)
+		case "path_case":
+			// One setting for every rule: it describes how the upstream
+			// routes paths, which is the same whichever rule looks.
+			if c, ok := d.str(v, p); ok {
+				switch c {
+				case "insensitive":
+					lo.CaseSensitivePaths = false
+				case "sensitive":
+					lo.CaseSensitivePaths = true
+				default:
+					d.add(v, p, "want insensitive or sensitive, got %q", c)
+				}
+			}
 		}
 	})
 }

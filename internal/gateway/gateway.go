@@ -42,6 +42,20 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included, so that
+	// a client trickling its body cannot hold a connection (here and
+	// upstream) for long; such a request is answered 408. It is counted
+	// again when the request is passed upstream, so a delay rule's wait
+	// does not eat into it. An upgraded connection (WebSocket) is free of
+	// it once upgraded. Default 60 s.
+	ReadTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request. Default 2 min.
+	IdleTimeout time.Duration
+	// Proxy configures the reverse proxy to an http(s) Upstream: its
+	// timeouts and Host header. Its ClientIP defaults to Limiter.ClientIP
+	// and its Logger to Logger.
+	Proxy ProxyOptions
 	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
 	// Backend is "memory" (default) or "redis".
@@ -83,6 +97,12 @@ func New(opts Options) (*Gateway, error) {
 	if opts.ReadHeaderTimeout <= 0 {
 		opts.ReadHeaderTimeout = 10 * time.Second
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 60 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 2 * time.Minute
+	}
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = 64 << 10
 	}
@@ -97,18 +117,6 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g := &Gateway{opts: opts, log: opts.Logger}
 
-	var next http.Handler
-	switch opts.Upstream {
-	case EchoUpstream:
-		next = Echo()
-	default:
-		u, err := url.Parse(opts.Upstream)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
-		}
-		next = oneValue(Proxy(u, g.log))
-	}
-
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	backend := opts.Backend
@@ -116,6 +124,10 @@ func New(opts Options) (*Gateway, error) {
 		backend = "memory"
 	}
 	m := newMetrics(reg, backend)
+	next, err := newUpstream(opts, g.log, m)
+	if err != nil {
+		return nil, err
+	}
 	if err := g.openStore(backend, reg, m); err != nil {
 		return nil, err
 	}
@@ -303,7 +315,8 @@ func (g *Gateway) server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
+		ReadTimeout:       g.opts.ReadTimeout,
+		IdleTimeout:       g.opts.IdleTimeout,
 		MaxHeaderBytes:    g.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}
