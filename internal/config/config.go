@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -39,7 +40,14 @@ type Config struct {
 	// RejectionLogsPerSecond bounds the WARN lines for rejections
 	// (log.rejections_per_second, default 10).
 	RejectionLogsPerSecond int64
+	// Service is the rate-limit service for Envoy; nil when the file has
+	// no service section.
+	Service *Service
 }
+
+// Gateway reports whether the file runs the gateway listener: it does
+// when it names an upstream.
+func (c *Config) Gateway() bool { return c.Upstream != "" }
 
 // Load reads and validates the file at path.
 func Load(path string) (*Config, error) {
@@ -52,10 +60,28 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: reading %s: %w", path, err)
 	}
-	return Parse(data, path)
+	return ParseFile(data, path)
 }
 
-// Parse validates data, the contents of the file called name.
+// ParseFile is Parse followed by the reading of the files the config
+// names: the service section's descriptor files, relative to the
+// directory of path, the config file's own path. Their problems are
+// reported with their own file names and lines.
+func ParseFile(data []byte, path string) (*Config, error) {
+	c, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	if c.Service != nil {
+		if err := loadService(c.Service, filepath.Dir(path)); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Parse validates data, the contents of the file called name. It reads no
+// other file: see ParseFile.
 func Parse(data []byte, name string) (*Config, error) {
 	d := &decoder{err: &Error{File: name}}
 	if len(data) > MaxSize {
@@ -79,7 +105,7 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log"}
 
 // logFields are the fields of log.
 var logFields = []string{"rejections_per_second"}
@@ -119,6 +145,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.tiers(v, &c.Limiter.Tiers)
 		case "rules":
 			rulesNode = v
+		case "service":
+			c.Service = &Service{}
+			d.service(v, c.Service)
 		case "log":
 			d.fields(v, key, logFields, func(k string, v *yaml.Node) {
 				if n, ok := d.integer(v, "log."+k, 0, 1_000_000); ok {
@@ -130,7 +159,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
-	if c.Server.Admin != "" && sameAddress(c.Server.Listen, c.Server.Admin) {
+	if hasUpstream && c.Server.Admin != "" && sameAddress(c.Server.Listen, c.Server.Admin) {
 		// Point at admin, or at listen if admin is the default.
 		if at := lookup(root, "server", "admin"); at != nil {
 			d.add(at, "server.admin", "%s takes the port of server.listen (%s): give the admin listener a port of its own, or off", c.Server.Admin, c.Server.Listen)
@@ -138,8 +167,10 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.add(lookup(root, "server", "listen"), "server.listen", "%s takes the port of server.admin (%s, the default): give server.admin a port of its own, or off", c.Server.Listen, c.Server.Admin)
 		}
 	}
-	if !hasUpstream {
-		d.add(root, "upstream", "missing: want builtin:echo or the URL of the API to protect")
+	d.checkListeners(root, c, hasUpstream)
+	usesRules := hasUpstream || c.Server.ForwardAuth != nil
+	if !usesRules && c.Service == nil {
+		d.add(root, "upstream", "missing: want upstream (the gateway: builtin:echo or the URL of the API to protect), service (the rate-limit service for Envoy) or server.forward_auth; see examples/")
 	}
 	switch {
 	case c.Store.Backend == "redis" && redisNode == nil:
@@ -147,13 +178,50 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	case c.Store.Backend == "memory" && redisNode != nil:
 		d.add(redisNode, "store.redis", "only for backend redis; the backend is memory")
 	}
-	if rulesNode == nil {
+	switch {
+	case rulesNode == nil && usesRules:
 		d.add(root, "rules", "missing: want at least one rule")
-	} else {
+	case rulesNode != nil && !usesRules:
+		d.add(rulesNode, "rules", "only the gateway (upstream) and forward-auth (server.forward_auth) apply rules, and the file enables neither")
+	case rulesNode != nil:
 		c.Limiter.Rules = d.rules(rulesNode, c.Limiter.Tiers)
 	}
 	_ = tiersNode
 	return c
+}
+
+// checkListeners reports two enabled listeners on one address (the gateway
+// and admin listeners have their own messages, above).
+func (d *decoder) checkListeners(root *yaml.Node, c *Config, gateway bool) {
+	type listener struct{ path, addr string }
+	var ls []listener
+	if gateway {
+		ls = append(ls, listener{"server.listen", c.Server.Listen})
+	}
+	if c.Server.Admin != "" {
+		ls = append(ls, listener{"server.admin", c.Server.Admin})
+	}
+	if fa := c.Server.ForwardAuth; fa != nil && fa.Listen != "" {
+		ls = append(ls, listener{"server.forward_auth.listen", fa.Listen})
+	}
+	if s := c.Service; s != nil {
+		if s.GRPC != "" {
+			ls = append(ls, listener{"service.grpc", s.GRPC})
+		}
+		if s.HTTP != "" {
+			ls = append(ls, listener{"service.http", s.HTTP})
+		}
+	}
+	for i, a := range ls {
+		for _, b := range ls[:i] {
+			if a.path == "server.admin" && b.path == "server.listen" {
+				continue
+			}
+			if sameAddress(a.addr, b.addr) {
+				d.add(lookup(root, strings.Split(a.path, ".")...), a.path, "%s takes the port of %s (%s): give each listener a port of its own", a.addr, b.path, b.addr)
+			}
+		}
+	}
 }
 
 // sameAddress reports whether two listeners at host:port addresses a and b

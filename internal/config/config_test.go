@@ -78,7 +78,7 @@ func TestExamplesLoad(t *testing.T) {
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
-	nested, err := filepath.Glob("../../examples/*/*.yaml") // the proxies' Sluice configs
+	nested, err := filepath.Glob("../../examples/*/sluice.yaml") // the Sluice configs of the proxy and service examples
 	if err != nil {
 		t.Fatal(err)
 	}

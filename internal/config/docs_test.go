@@ -33,6 +33,7 @@ var docSections = []docSection{
 	{"tierLimitFields", "rules[].tiers.NAME.", tierLimitFields},
 	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
 	{"upstreamFields", "upstream.", upstreamFields},
+	{"serviceFields", "service.", serviceFields},
 }
 
 // docRow matches the first cell of a row of docs/config.md's tables.
