@@ -52,8 +52,13 @@
 // slow, partitioned) the store answers per Options.OnError: Local (the
 // default) decides with an in-memory store holding the same limits, Allow
 // admits, Deny rejects. A circuit breaker stops calling a Redis that keeps
-// failing and probes it after a cooldown; recovery is automatic. Every
-// Decision from a fallback path has Degraded set.
+// failing (Options.BreakerThreshold failures in a row) and, while open,
+// probes it with a PING about every second (Options.BreakerCooldown,
+// jittered), in the background, however long the outage lasts: decisions
+// go back to Redis within about a second of its return. Every Decision from
+// a fallback path has Degraded set; Store.Degraded reports the state, and
+// Options.OnStateChange hears when the store enters and leaves degraded
+// operation.
 //
 // Keys that Redis has just denied are remembered locally until their retry
 // time (see Options.DenyCache), so that a client hammering past its limit
@@ -220,8 +225,13 @@ type Options struct {
 	// BreakerThreshold is how many failures in a row open the circuit
 	// breaker. Default 5.
 	BreakerThreshold int
-	// BreakerCooldown is how long the breaker stays open before it lets a
-	// probe through; each failed probe doubles it, up to 30s. Default 1s.
+	// BreakerCooldown is how often, while the breaker is open, the store
+	// probes Redis with a PING (each interval jittered by ±25%, however
+	// long the outage has lasted): the first probe that succeeds closes the
+	// breaker, so decisions go back to Redis within about this long of its
+	// return. Probes run in the background, started by the first decision
+	// (or Degraded call) after they are due; no caller waits for one.
+	// Default 1s.
 	BreakerCooldown time.Duration
 	// DenyCache is the number of slots of the local cache of keys that
 	// Redis has denied. Default 16384 (about 1 MiB); negative disables it.
@@ -236,10 +246,22 @@ type Options struct {
 	// to the OnError path. It must be fast and safe for concurrent use; use
 	// it for logs and metrics.
 	OnFailure func(error)
+	// OnStateChange, if set, is called when the store enters degraded
+	// operation (degraded true: the breaker opened, err is the failure that
+	// opened it) and when it leaves it (degraded false, err nil: a probe or
+	// a decision reached Redis, or the background connection of
+	// ConnectLater succeeded), so that a process can log "Redis failed" and
+	// "Redis recovered" once each rather than per decision. A store starts
+	// in the state Degraded reports (degraded only with ConnectLater and
+	// Redis unreachable), without a call. Calls alternate, are never
+	// concurrent, and end on the current state; a flap too brief to observe
+	// may go unreported. It must return quickly and must not call the
+	// store's decision methods.
+	OnStateChange func(degraded bool, err error)
 	// ConnectLater makes New succeed while Redis is unreachable instead of
 	// failing, so that a process can start during a Redis outage: the
-	// store keeps connecting in the background (after 100ms, backing off
-	// to every 5s) and decides per OnError until it succeeds, with
+	// store keeps connecting in the background (after 100ms, then about
+	// every second) and decides per OnError until it succeeds, with
 	// ErrNotConnected. Options that can never work (a malformed URL, no
 	// address) still fail New. Ignored with Client.
 	ConnectLater bool
@@ -261,6 +283,19 @@ type Store struct {
 	clock     Clock
 	mono      *clock.Coarse
 	onFailure func(error)
+	onState   func(degraded bool, err error)
+
+	// bg tracks the breaker's probes, so that Close waits for them.
+	bg struct {
+		sync.Mutex
+		closed bool
+		wg     sync.WaitGroup
+	}
+	// state is the degraded state last reported to onState.
+	state struct {
+		sync.Mutex
+		reported bool
+	}
 
 	policies sync.Map // *sluice.Policy → *compiled
 }
@@ -277,6 +312,7 @@ func New(opts Options) (*Store, error) {
 		clock:     opts.Clock,
 		mono:      clock.Default(),
 		onFailure: opts.OnFailure,
+		onState:   opts.OnStateChange,
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice"
@@ -301,8 +337,7 @@ func New(opts Options) (*Store, error) {
 	if cooldown <= 0 {
 		cooldown = time.Second
 	}
-	s.breaker = &breaker{threshold: threshold, cooldown: cooldown, now: time.Now}
-	s.breaker.closed.Store(true)
+	s.breaker = newBreaker(threshold, cooldown)
 	switch {
 	case opts.DenyCache == 0:
 		s.deny = newDenyCache(16384)
@@ -328,6 +363,7 @@ func New(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(co.InitAddress, ","), err)
 		}
 	}
+	s.state.reported = s.client() == nil
 	if s.onError == Local && s.fallback == nil {
 		s.ownFall = memstore.New(memstore.Options{})
 		s.fallback = s.ownFall
@@ -384,6 +420,10 @@ func (s *Store) Close() error {
 	if s.connector != nil {
 		s.connector.stop()
 	}
+	s.bg.Lock()
+	s.bg.closed = true
+	s.bg.Unlock()
+	s.bg.wg.Wait()
 	if c := s.client(); c != nil && s.ownClient {
 		c.Close()
 	}
@@ -397,9 +437,14 @@ func (s *Store) Close() error {
 // Degraded reports whether decisions are taking the OnError path without
 // calling Redis: the circuit breaker is open, or (with ConnectLater) the
 // store has not connected yet.
+//
+// While the breaker is open and a probe of Redis is due, a call starts it
+// (in the background), so that a process polling Degraded, such as a
+// metrics scrape, sees recovery without any decision being made.
 func (s *Store) Degraded() bool {
-	open, _ := s.breaker.state()
-	return open || s.client() == nil
+	s.probe()
+	degraded, _ := s.degradedState()
+	return degraded
 }
 
 // compiled is what the store precomputes for a policy.
@@ -529,7 +574,7 @@ func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
 // call runs the script for key under p. It returns the script's reply,
 // appended to res, or an error that sent the decision to the OnError path.
 func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
-	if !s.breaker.allow() {
+	if !s.admit() {
 		return nil, ErrCircuitOpen
 	}
 	cctx, cancel := s.deadlines.bound(ctx)
@@ -576,32 +621,38 @@ func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, 
 func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, keys, args []string, res []int64, want int) ([]int64, error) {
 	client := s.client()
 	if client == nil {
-		s.breaker.abandon()
 		return nil, s.connector.err()
 	}
 	reply, err := script.Exec(cctx, client, keys, args).ToArray()
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
-			s.breaker.abandon()
 			return nil, cerr // the caller gave up; Redis is not to blame
 		}
-		s.breaker.failure()
-		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+		return nil, s.failure(fmt.Errorf("redisstore: %s: %w", op, err))
 	}
 	if len(reply) != want {
-		s.breaker.failure()
-		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(reply))
+		return nil, s.failure(fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(reply)))
 	}
 	for i := range reply {
 		v, err := reply[i].AsInt64()
 		if err != nil {
-			s.breaker.failure()
-			return nil, fmt.Errorf("redisstore: %s: reply value %d: %w", op, i, err)
+			return nil, s.failure(fmt.Errorf("redisstore: %s: reply value %d: %w", op, i, err))
 		}
 		res = append(res, v)
 	}
-	s.breaker.success()
+	if s.breaker.success() {
+		s.changed()
+	}
 	return res, nil
+}
+
+// failure records err, a failure of Redis, with the breaker, and returns
+// it.
+func (s *Store) failure(err error) error {
+	if s.breaker.failure(err) {
+		s.changed()
+	}
+	return err
 }
 
 // decision combines the script's per-limit statuses into a Decision: res
@@ -664,7 +715,7 @@ func (s *Store) failed(p *sluice.Policy) sluice.Decision {
 		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
 	}
 	retry := time.Second
-	if open, until := s.breaker.state(); open {
+	if open, until, _ := s.breaker.state(); open {
 		retry = max(until.Sub(now), time.Millisecond)
 	}
 	return sluice.Decision{Limit: r.Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}
