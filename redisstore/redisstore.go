@@ -152,6 +152,27 @@ var (
 	ErrNotConnected = errors.New("redisstore: not connected to Redis yet")
 )
 
+// CheckLimit reports whether the Redis store can run l, for configuration
+// loaders that must refuse, before serving, a limit that every decision
+// would fail on: it returns l's error from sluice.Limit.Validate (wrapping
+// sluice.ErrInvalidLimit), or an error wrapping ErrUnsupportedLimit for a
+// valid limit the store cannot run (a period that is not a whole number of
+// microseconds), or nil. The store's methods refuse such a limit with the
+// same error, naming the policy and the limit's index.
+func CheckLimit(l sluice.Limit) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return checkPeriod(l.Period)
+}
+
+func checkPeriod(period time.Duration) error {
+	if period%time.Microsecond != 0 {
+		return fmt.Errorf("%w: period %v is not a whole number of microseconds (Redis keeps time in microseconds)", ErrUnsupportedLimit, period)
+	}
+	return nil
+}
+
 // Clock tells the store the time when Options.Clock is set.
 type Clock interface {
 	Now() time.Time
@@ -465,8 +486,8 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 	for i := range p.Len() {
 		r := p.Rule(i)
 		period := int64(r.Period())
-		if period%int64(time.Microsecond) != 0 {
-			c.err = fmt.Errorf("%w: policy %q limit %d: period %v is not a whole number of microseconds", ErrUnsupportedLimit, p.Name(), i, r.Period())
+		if err := checkPeriod(r.Period()); err != nil {
+			c.err = fmt.Errorf("policy %q limit %d: %w", p.Name(), i, err)
 			break
 		}
 		us := period / int64(time.Microsecond)
