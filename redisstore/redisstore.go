@@ -97,14 +97,18 @@ import (
 // same decisions for policies whose rules all stay below 2^52, about twice as
 // fast, because it creates no closures or tables on its path (Redis runs a
 // script's whole chunk on every call).
+// Both take carry.lua, which carries a state written under another
+// definition, where they say --[[carry.lua]].
 var (
 	//go:embed sluice.lua
 	wideSource string
 	//go:embed plain.lua
 	plainSource string
+	//go:embed carry.lua
+	carrySource string
 
-	wideScript  = rueidis.NewLuaScript(wideSource)
-	plainScript = rueidis.NewLuaScript(plainSource)
+	wideScript  = rueidis.NewLuaScript(strings.ReplaceAll(wideSource, "--[[carry.lua]]", carrySource))
+	plainScript = rueidis.NewLuaScript(strings.ReplaceAll(plainSource, "--[[carry.lua]]", carrySource))
 )
 
 // Failure is what the store does when Redis cannot decide.
@@ -498,8 +502,8 @@ func (s *Store) Degraded() bool {
 // compiled is what the store precomputes for a policy.
 type compiled struct {
 	err      error
-	suffixes []string // per limit: ":<i>:<alg>:<count>:<period µs>:<burst>"
-	args     []string // per limit: the script's seven arguments
+	suffixes []string // per limit: ":<i>"
+	args     []string // per limit: the script's eight arguments
 	take1    []string // the whole ARGV of a take of cost 1 at the server's time; read only
 	slots    []uint32
 	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it
@@ -519,7 +523,8 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 		}
 		us := period / int64(time.Microsecond)
 		g := gcd(r.Count(), us)
-		c.suffixes = append(c.suffixes, fmt.Sprintf(":%d:%s:%d:%d:%d", i, r.Algorithm(), r.Count(), us, r.Burst()))
+		c.suffixes = append(c.suffixes, ":"+strconv.Itoa(i))
+		def := fmt.Sprintf("%d:%d:%d:%d;", algCode(r.Algorithm()), r.Count(), us, r.Burst())
 		wide := "0"
 		if needsWide(r.Algorithm(), r.Count(), us, r.Burst(), r.Count()/g, us/g) {
 			wide = "1"
@@ -527,8 +532,8 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 		}
 		c.args = append(c.args,
 			strconv.Itoa(algCode(r.Algorithm())), strconv.FormatInt(r.Count(), 10), strconv.FormatInt(us, 10),
-			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide)
-		c.slots = append(c.slots, p.Slot(i))
+			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
+		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	actual, _ := s.policies.LoadOrStore(p, c)
@@ -555,6 +560,28 @@ func needsWide(a algo.Algorithm, count, period, burst, l, p int64) bool {
 		return false
 	}
 	return most.Cmp(big.NewInt(1<<52)) >= 0
+}
+
+// definitions numbers the definitions of limits (policy name, index and
+// definition) within the process, for the cache of denials: a denial under
+// one definition says nothing of another, such as a raised limit.
+var definitions struct {
+	sync.Mutex
+	m map[string]uint32
+}
+
+func definitionSlot(id string) uint32 {
+	definitions.Lock()
+	defer definitions.Unlock()
+	if definitions.m == nil {
+		definitions.m = make(map[string]uint32)
+	}
+	n, ok := definitions.m[id]
+	if !ok {
+		n = uint32(len(definitions.m)) + 1
+		definitions.m[id] = n
+	}
+	return n
 }
 
 func algCode(a algo.Algorithm) int {
