@@ -110,6 +110,7 @@ type shard struct {
 
 type logCell struct {
 	log  algo.Log
+	def  uint32 // as entry.def
 	exp  uint32 // as entry.exp
 	seen uint32 // as entry.seen
 }
@@ -255,7 +256,7 @@ func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (
 		}
 	}
 	sh.mu.Lock()
-	i, st := sh.decide(s, p, k0, k1, now, now, n, true)
+	i, st := sh.decide(s, p, k0, k1, now, now, n, true, true)
 	if sh.concerns(st) {
 		sh.note(p, k0, k1, n, now, i, st)
 	}
@@ -268,7 +269,7 @@ func (s *Store) Peek(_ context.Context, p *sluice.Policy, key string) (sluice.De
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
-	i, st := sh.decide(s, p, k0, k1, now, now, 0, false)
+	i, st := sh.decide(s, p, k0, k1, now, now, 0, false, false)
 	sh.mu.Unlock()
 	return sluice.MakeDecision(p, i, st, now), nil
 }
@@ -280,16 +281,19 @@ func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.hint.clear()
+	c := clocks{now: s.sec(now, false), seen: sh.tick()}
 	var wait int64
 	for i := range p.Len() {
-		wait = max(wait, p.Rule(i).Wait(sh.state(entryID(k0, k1, p.Slot(i))), now, n))
+		k := entryID(k0, k1, p.Slot(i))
+		sh.carryIfStale(s, p.Rule(i), p.Def(i), k, c, now)
+		wait = max(wait, p.Rule(i).Wait(sh.state(k), now, n))
 	}
 	if wait > int64(maxWait) {
-		i, st := sh.decide(s, p, k0, k1, now, now, n, false)
+		i, st := sh.decide(s, p, k0, k1, now, now, n, false, true)
 		st.Allowed, st.RetryAfter = false, wait
 		return sluice.MakeDecision(p, i, st, now), nil
 	}
-	i, st := sh.decide(s, p, k0, k1, now, now+wait, n, true)
+	i, st := sh.decide(s, p, k0, k1, now, now+wait, n, true, true)
 	d := sluice.MakeDecision(p, i, st, now)
 	d.Delay = time.Duration(wait)
 	d.ResetAfter += d.Delay
@@ -306,8 +310,11 @@ func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64,
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.hint.clear()
+	c := clocks{now: s.sec(now, false), seen: sh.tick()}
 	for i := range p.Len() {
-		j, ok := sh.tab.lookup(entryID(k0, k1, p.Slot(i)))
+		k := entryID(k0, k1, p.Slot(i))
+		sh.carryIfStale(s, p.Rule(i), p.Def(i), k, c, now)
+		j, ok := sh.tab.lookup(k)
 		if !ok {
 			continue
 		}
@@ -348,16 +355,18 @@ func (sh *shard) state(k id) algo.State {
 
 // decide evaluates a request of cost n for the key with hashes k0, k1 under
 // every limit of p at time at (now, or later for a reservation) and, if
-// commit is set and every limit admits it, charges it. It returns the index
+// commit is set and every limit admits it, charges it. A state written
+// under another definition of its limit is carried to p's at now first,
+// and the carried state written back if write is set. It returns the index
 // and status of the binding limit; durations count from at. The caller
 // holds sh.mu.
-func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit bool) (int, algo.Status) {
+func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit, write bool) (int, algo.Status) {
 	c := clocks{now: s.sec(now, false), seen: sh.tick()}
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
-		return 0, sh.decideOne(s, p.Rule(0), entryID(k0, k1, p.Slot(0)), c, at, n, commit)
+		return 0, sh.decideOne(s, p.Rule(0), p.Def(0), entryID(k0, k1, p.Slot(0)), c, now, at, n, commit, write)
 	}
 	var buf [sluice.MaxLimits]charge
-	bind, sum, ch := sh.evaluate(p, k0, k1, c, at, n, buf[:0])
+	bind, sum, ch := sh.evaluate(s, p, k0, k1, c, now, at, n, write, buf[:0])
 	if sum.Allowed && commit && n > 0 {
 		sh.charge(s, p, ch, c, at, n)
 	}
@@ -370,26 +379,46 @@ func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n in
 // the request's time until that state is fresh again.
 type charge struct {
 	k    id
+	def  uint32
 	next algo.State
 	ttl  int64
 }
 
 // evaluate evaluates a request of cost n for the key with hashes k0, k1
 // under every limit of p at time at, charging nothing (it only refreshes the
-// recency of the entries it reads). It returns the index and status of the
-// binding limit, and ch with one charge per limit of p appended, for charge
-// to write if the request is to be charged. The caller holds sh.mu.
-func (sh *shard) evaluate(p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64, ch []charge) (int, algo.Status, []charge) {
+// recency of the entries it reads). A state written under another
+// definition of its limit is carried to p's at now, and written back if
+// write is set. It returns the index and status of the binding limit, and
+// ch with one charge per limit of p appended, for charge to write if the
+// request is to be charged. The caller holds sh.mu.
+func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, now, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
 	var (
 		sum  algo.Status
 		bind int
 	)
 	for i := range p.Len() {
-		r, k := p.Rule(i), entryID(k0, k1, p.Slot(i))
+		r, def, k := p.Rule(i), p.Def(i), entryID(k0, k1, p.Slot(i))
 		var (
 			st   algo.Status
 			next algo.State
 		)
+		if sh.stale(r, def, k) {
+			if write {
+				sh.carry(s, r, def, k, c, now)
+			} else {
+				cur, lg := sh.carried(r, k, now)
+				if lg != nil {
+					st = r.EvalLog(lg, at, n)
+				} else {
+					next, st = r.Eval(cur, at, n)
+				}
+				ch = append(ch, charge{k: k, def: def, next: next, ttl: st.ResetAfter})
+				if i == 0 || algo.Binds(sum, st) {
+					sum, bind = st, i
+				}
+				continue
+			}
+		}
 		if r.Algorithm() == algo.SlidingLog {
 			if lc := sh.logs[k]; lc != nil {
 				lc.seen = c.seen
@@ -405,7 +434,7 @@ func (sh *shard) evaluate(p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64
 			}
 			next, st = r.Eval(cur, at, n)
 		}
-		ch = append(ch, charge{k: k, next: next, ttl: st.ResetAfter})
+		ch = append(ch, charge{k: k, def: def, next: next, ttl: st.ResetAfter})
 		if i == 0 || algo.Binds(sum, st) {
 			sum, bind = st, i
 		}
@@ -427,23 +456,33 @@ func (sh *shard) charge(s *Store, p *sluice.Policy, ch []charge, c clocks, at, n
 		r, k := p.Rule(i), ch[i].k
 		exp := s.sec(at+ch[i].ttl, true)
 		if r.Algorithm() == algo.SlidingLog {
-			sh.record(r, k, keep, c, exp, at, n)
+			sh.record(r, ch[i].def, k, keep, c, exp, at, n)
 			continue
 		}
 		e := sh.entry(k, keep, c)
-		e.st, e.exp = ch[i].next, exp
+		e.st, e.exp, e.def = ch[i].next, exp, ch[i].def
 	}
 }
 
-// decideOne is decide for a policy of one limit that is not a sliding_log:
-// the common case, kept to one lookup and an update in place.
-func (sh *shard) decideOne(s *Store, r *algo.Rule, k id, c clocks, at, n int64, commit bool) algo.Status {
+// decideOne is decide for a policy of one limit of definition def that is
+// not a sliding_log: the common case, kept to one lookup and an update in
+// place.
+func (sh *shard) decideOne(s *Store, r *algo.Rule, def uint32, k id, c clocks, now, at, n int64, commit, write bool) algo.Status {
 	j, found := sh.tab.lookup(k)
+	if found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil {
+		if !write {
+			cur, _ := sh.carried(r, k, now)
+			_, st := r.Eval(cur, at, n)
+			return st
+		}
+		sh.carry(s, r, def, k, c, now)
+		j, found = sh.tab.lookup(k)
+	}
 	if !found {
 		next, st := r.Eval(algo.State{}, at, n)
 		if st.Allowed && commit && n > 0 {
 			e := sh.add(k, []id{k}, c)
-			e.st, e.exp = next, s.sec(at+st.ResetAfter, true)
+			e.st, e.exp, e.def = next, s.sec(at+st.ResetAfter, true), def
 		}
 		return st
 	}
@@ -475,7 +514,7 @@ func (sh *shard) add(k id, keep []id, c clocks) *entry {
 	return e
 }
 
-func (sh *shard) record(r *algo.Rule, k id, keep []id, c clocks, exp uint32, at, n int64) {
+func (sh *shard) record(r *algo.Rule, def uint32, k id, keep []id, c clocks, exp uint32, at, n int64) {
 	lc := sh.logs[k]
 	if lc == nil {
 		sh.makeRoom(keep, c)
@@ -484,7 +523,136 @@ func (sh *shard) record(r *algo.Rule, k id, keep []id, c clocks, exp uint32, at,
 		sh.peak = max(sh.peak, len(sh.logs))
 	}
 	r.Record(&lc.log, at, n)
-	lc.exp, lc.seen = exp, c.seen
+	lc.exp, lc.seen, lc.def = exp, c.seen, def
+}
+
+// stale reports whether the shard holds state with id k written under a
+// definition other than def, the definition of rule r: in the table or
+// among the logs, whichever r does not keep its state in. The caller holds
+// sh.mu.
+func (sh *shard) stale(r *algo.Rule, def uint32, k id) bool {
+	if r.Algorithm() == algo.SlidingLog {
+		if lc := sh.logs[k]; lc != nil {
+			return lc.def != def
+		}
+		_, found := sh.tab.lookup(k)
+		return found
+	}
+	if j, found := sh.tab.lookup(k); found {
+		return sh.tab.slots[j].def != def
+	}
+	return len(sh.logs) > 0 && sh.logs[k] != nil
+}
+
+// carryIfStale carries the state with id k to rule r of definition def at
+// time now if it was written under another definition (see carry).
+func (sh *shard) carryIfStale(s *Store, r *algo.Rule, def uint32, k id, c clocks, now int64) {
+	if sh.stale(r, def, k) {
+		sh.carry(s, r, def, k, c, now)
+	}
+}
+
+// carry replaces the state with id k, written under another definition, by
+// that state carried to rule r of definition def at time now (see
+// algo.Rule.Carry), in the table or among the logs as r keeps it, and
+// forgets it when the carried state is fresh. The shard's count of entries
+// does not change, so nothing is evicted. The hint is cleared: a denial it
+// holds may not survive the carry. The caller holds sh.mu.
+func (sh *shard) carry(s *Store, r *algo.Rule, def uint32, k id, c clocks, now int64) {
+	sh.hint.clear()
+	isLog := r.Algorithm() == algo.SlidingLog
+	if j, found := sh.tab.lookup(k); found {
+		e := &sh.tab.slots[j]
+		from, st := sluice.DefRule(e.def), e.st
+		if from == nil {
+			st = algo.State{}
+			from = r
+		}
+		if !isLog {
+			e.st, e.def, e.seen = r.Carry(from, st, now), def, c.seen
+			if e.st == (algo.State{}) {
+				sh.tab.remove(j)
+			} else {
+				e.exp = s.sec(r.Expiry(e.st, now), true)
+			}
+			return
+		}
+		sh.tab.remove(j)
+		lc := &logCell{def: def, seen: c.seen}
+		if from.Algorithm() != algo.SlidingLog {
+			r.CarryToLog(from, st, now, &lc.log)
+		}
+		if lc.log.Len() > 0 {
+			lc.exp = s.sec(r.LogExpiry(&lc.log, now), true)
+			sh.logs[k] = lc
+			sh.peak = max(sh.peak, len(sh.logs))
+		}
+		return
+	}
+	lc := sh.logs[k]
+	if lc == nil {
+		return
+	}
+	from := sluice.DefRule(lc.def)
+	if from == nil || from.Algorithm() != algo.SlidingLog {
+		delete(sh.logs, k)
+		return
+	}
+	if isLog {
+		r.CarryLog(from, &lc.log, now)
+		lc.def, lc.seen = def, c.seen
+		if lc.log.Len() == 0 {
+			delete(sh.logs, k)
+		} else {
+			lc.exp = s.sec(r.LogExpiry(&lc.log, now), true)
+		}
+		return
+	}
+	st := r.CarryFromLog(from, &lc.log, now)
+	delete(sh.logs, k)
+	if st == (algo.State{}) {
+		return
+	}
+	e := &sh.tab.slots[sh.tab.insert(k)]
+	e.def, e.st, e.exp, e.seen = def, st, s.sec(r.Expiry(st, now), true), c.seen
+}
+
+// carried returns the state with id k carried to rule r at time now, as
+// carry would write it, without changing anything: a State, or for a
+// sliding_log rule a Log of its own. The caller holds sh.mu.
+func (sh *shard) carried(r *algo.Rule, k id, now int64) (algo.State, *algo.Log) {
+	isLog := r.Algorithm() == algo.SlidingLog
+	if j, found := sh.tab.lookup(k); found {
+		e := &sh.tab.slots[j]
+		from := sluice.DefRule(e.def)
+		switch {
+		case from == nil && isLog:
+			return algo.State{}, &algo.Log{}
+		case from == nil:
+			return algo.State{}, nil
+		case isLog:
+			lg := new(algo.Log)
+			r.CarryToLog(from, e.st, now, lg)
+			return algo.State{}, lg
+		}
+		return r.Carry(from, e.st, now), nil
+	}
+	lc := sh.logs[k]
+	var from *algo.Rule
+	if lc != nil {
+		from = sluice.DefRule(lc.def)
+	}
+	switch {
+	case from == nil && isLog:
+		return algo.State{}, &algo.Log{}
+	case from == nil:
+		return algo.State{}, nil
+	case isLog:
+		lg := lc.log.Clone()
+		r.CarryLog(from, lg, now)
+		return algo.State{}, lg
+	}
+	return r.CarryFromLog(from, &lc.log, now), nil
 }
 
 // clocks are the two times a decision stamps on entries: now in the store's
