@@ -362,7 +362,7 @@ for i = 1, nl do
         end
       end
     end
-    remaining = count - used
+    remaining = math.max(count - used, 0)
     if used > 0 then
       local last
       if vlog then

@@ -354,7 +354,7 @@ local function evalLog(r, lg, now, n)
       end
     end
   end
-  s[2] = r.count - used
+  s[2] = math.max(r.count - used, 0)
   if used > 0 then
     local newest = now
     local last
