@@ -107,8 +107,11 @@ var (
 	//go:embed carry.lua
 	carrySource string
 
-	wideScript  = rueidis.NewLuaScript(strings.ReplaceAll(wideSource, "--[[carry.lua]]", carrySource))
-	plainScript = rueidis.NewLuaScript(strings.ReplaceAll(plainSource, "--[[carry.lua]]", carrySource))
+	wideLua  = strings.ReplaceAll(wideSource, "--[[carry.lua]]", carrySource)
+	plainLua = strings.ReplaceAll(plainSource, "--[[carry.lua]]", carrySource)
+
+	wideScript  = rueidis.NewLuaScript(wideLua)
+	plainScript = rueidis.NewLuaScript(plainLua)
 )
 
 // Failure is what the store does when Redis cannot decide.
