@@ -33,19 +33,37 @@
 //
 // The state of limit i of policy P for key K lives at
 //
-//	<prefix>:{<length of P>:<P>:<K>}:<i>:<algorithm>:<count>:<period in µs>:<burst>
+//	<prefix>:{<length of P>:<P>:<K>}:<i>
 //
-// (and, for sliding_log, the same key with ":m" appended). The length makes
-// the pair unambiguous whatever either contains. The braces are a
-// Redis Cluster hash tag: every key of one limited entity lands in one slot,
-// so multi-limit decisions never fail with CROSSSLOT. With
-// Options.HashKeys, <K> is a 22-character digest of the client key instead
-// (keyed by Options.HashSecret), so that Redis holds no raw IP address or
-// API key; every process on one Redis must then use the same setting and
-// secret. Changing a limit's
-// definition changes its key, so it starts afresh. Every key carries a TTL
-// of exactly the time until its state is back to fresh, rounded up to the
-// millisecond, and sliding_log sets never hold more entries than the limit.
+// (and, for sliding_log, its entries in a sorted set at the same key with
+// ":m" appended): key names hold the limit's identity, its policy's name and
+// its index, not its definition. The length makes the pair unambiguous
+// whatever either contains. The braces are a Redis Cluster hash tag: every
+// key of one limited entity lands in one slot, so multi-limit decisions
+// never fail with CROSSSLOT. With Options.HashKeys, <K> is a 22-character
+// digest of the client key instead (keyed by Options.HashSecret), so that
+// Redis holds no raw IP address or API key; every process on one Redis must
+// then use the same setting and secret.
+//
+// The state key's value starts with the definition that wrote it,
+// "<algorithm code>:<count>:<period in µs>:<burst>;", followed by the state
+// (three doubles, or a log's total and sequence number). A decision that
+// finds a state written under another definition carries it to the current
+// one first, as package algo does, then decides (see sluice.Policy): a
+// reload that changes nothing resets nobody, raising a limit lets a denied
+// client through at once, lowering it makes clients over the new limit wait
+// for it to free room. Peek carries without writing; Reset removes the state
+// whatever its definition. Carrying runs in the script, built only when a
+// decision needs it, so it costs the usual decision nothing but comparing
+// the definition. Keys written by versions before this layout (whose names
+// held the definition) are not read: such a limit starts afresh once, and
+// the old keys expire by their TTL.
+//
+// Every key carries a TTL of exactly the time until its state is back to
+// fresh, rounded up to the millisecond (a carried state's follows the new
+// rule), and sliding_log sets never hold more entries than the limit (or
+// than the higher limit they were carried from, until those entries age
+// out).
 //
 // # Failures
 //
