@@ -4,21 +4,46 @@
 // Keys are spread over shards by a seeded hash, each shard guarded by its own
 // mutex, so decisions on different keys rarely contend. Each shard keeps an
 // open-addressing table of 48-byte entries, one per limit per key, holding
-// no pointers: an entry is identified by a 128-bit keyed hash of the key and
-// the limit instead of the key's bytes, so its size does not depend on the
-// key's length and the garbage collector never scans it (see id in
-// table.go for the collision odds). sliding_log state, whose size grows with
-// the limit, lives beside the table.
+// no pointers: an entry is identified by a 96-bit keyed hash of the key and
+// the limit's identity (policy name and index) instead of the key's bytes,
+// so its size does not depend on the key's length and the garbage collector
+// never scans it (see id in table.go for the collision odds), and records
+// the limit's definition that wrote it. sliding_log state, whose size grows
+// with the limit, lives beside the table.
+//
+// A decision that finds a state written under another definition of its
+// limit (a policy rebuilt with changed limits under the same name) carries
+// it to the current one first, as package algo's Rule.Carry describes,
+// moving it between the table and the sliding_log state when the algorithm
+// changes to or from sliding_log; Peek carries without writing.
 //
 // Idle keys expire by themselves: an entry is forgotten once its state is
 // back to fresh, by a janitor that each tick examines the next few thousand
 // slots of every shard, one shard lock at a time (no sweep ever stops the
-// world), and by evictions when a shard is full. MaxKeys is a hard cap: when
-// a shard is full, a new entry evicts an expired entry from a sample of
-// eight, or else the least recently used one of the sample, recency being
-// counted in the shard's accesses; so a flood of random keys (spoofed IPs,
-// random API keys) cannot exhaust memory, and a key in active use, such as a
-// client being denied, outlives the flood's keys.
+// world), and by evictions when a shard is full.
+//
+// MaxKeys is a hard cap. When a shard is full, a new entry evicts the entry
+// of a sample that is worth least: an entry is worth the fraction of its
+// limit's capacity that its state uses at that moment (what a peek would
+// not report as Remaining; for sliding_log, the requests that still
+// count). State that is as good as a fresh key's is free to drop, and its
+// eviction is not counted in Evicted; a key that used one request of sixty
+// is nearly free; a key at its limit is the most valuable to keep. Ties go
+// to the least recently used, recency being counted in the shard's
+// accesses. A sample is 8 entries of the shard's table, and 8 of its
+// sliding_log state if it has any; when the best candidate of the sample is
+// at its limit, the sample widens, 8 at a time, to 64 entries of each
+// before that candidate goes. So, exactly: an entry at its limit is
+// evicted only when none of the 64 entries sampled from its shard's table
+// (all of them, in a shard of fewer), nor of the 64 sampled from its
+// sliding_log state, is below its limit. Entries lie where a keyed hash puts
+// them, whatever their state, so while at least half of a shard's entries
+// are below their limits each sampled entry is below its limit with odds
+// of one half or better, and an eviction takes an entry at its limit with
+// odds of about 2^-64. A flood of new keys (spoofed IPs, random API keys)
+// each of which has made a request or a few therefore cannot push out a
+// client that is being denied, nor one that has used more of its limit
+// than the flood's keys have, while memory stays capped.
 //
 // A key denied a request of cost 1 is remembered by its shard until its
 // retry time: while it keeps asking (one client hammering past its limit),
@@ -236,8 +261,9 @@ func (s *Store) MaxKeys() int { return len(s.shards) * s.shards[0].max }
 // for the key). It stays zero until the store fills up; while it rises the
 // store is forgetting live state, so clients may be admitted more than their
 // limits allow: MaxKeys is too small for the keys in use, or a flood of new
-// keys is pushing state out. Expired entries removed to make room are not
-// counted. It is safe to call concurrently with decisions.
+// keys is pushing state out. Entries removed to make room whose state was
+// expired, or as good as fresh, are not counted. It is safe to call
+// concurrently with decisions.
 func (s *Store) Evicted() uint64 {
 	var n uint64
 	for i := range s.shards {
@@ -281,7 +307,7 @@ func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.hint.clear()
-	c := clocks{now: s.sec(now, false), seen: sh.tick()}
+	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	var wait int64
 	for i := range p.Len() {
 		k := entryID(k0, k1, p.Slot(i))
@@ -310,7 +336,7 @@ func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64,
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.hint.clear()
-	c := clocks{now: s.sec(now, false), seen: sh.tick()}
+	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	for i := range p.Len() {
 		k := entryID(k0, k1, p.Slot(i))
 		sh.carryIfStale(s, p.Rule(i), p.Def(i), k, c, now)
@@ -361,7 +387,7 @@ func (sh *shard) state(k id) algo.State {
 // and status of the binding limit; durations count from at. The caller
 // holds sh.mu.
 func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit, write bool) (int, algo.Status) {
-	c := clocks{now: s.sec(now, false), seen: sh.tick()}
+	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
 		return 0, sh.decideOne(s, p.Rule(0), p.Def(0), entryID(k0, k1, p.Slot(0)), c, now, at, n, commit, write)
 	}
@@ -655,43 +681,171 @@ func (sh *shard) carried(r *algo.Rule, k id, now int64) (algo.State, *algo.Log) 
 	return r.CarryFromLog(from, &lc.log, now), nil
 }
 
-// clocks are the two times a decision stamps on entries: now in the store's
-// seconds, against which expiry is checked, and the shard's access tick.
-type clocks struct{ now, seen uint32 }
+// clocks are the times a decision stamps on entries: now in the store's
+// seconds, against which expiry is checked, the shard's access tick, and now
+// in nanoseconds, at which eviction values the state it samples.
+type clocks struct {
+	now, seen uint32
+	ns        int64
+}
 
-// evictSample is how many entries an eviction looks at.
-const evictSample = 8
+// Eviction samples evictSample entries of the table, and as many of the
+// sliding_log state, and widens the sample by as many again, up to
+// evictWiden of each, while the best candidate is at its limit.
+const (
+	evictSample = 8
+	evictWiden  = 64
+)
 
-// makeRoom evicts one entry if the shard is full: an expired one from a
-// sample if there is one, otherwise the least recently seen of the sample.
+// atLimit is the value of a state that has used all of its limit's
+// capacity: the value of a state is the fraction of the capacity it uses,
+// in units of 1/atLimit.
+const atLimit = 1 << 16
+
+// value returns the value of keeping state st of rule r at time ns (see
+// atLimit), and whether st is as good as fresh, so free to drop. A state
+// of a definition the process does not know (none is recorded without one)
+// is worth nothing.
+func value(r *algo.Rule, st algo.State, ns int64) (uint32, bool) {
+	if r == nil {
+		return 0, false
+	}
+	return fraction(r.Used(st, ns), r.Capacity())
+}
+
+// logValue is value for a sliding_log.
+func logValue(r *algo.Rule, lg *algo.Log, ns int64) (uint32, bool) {
+	if r == nil {
+		return 0, false
+	}
+	return fraction(r.LogUsed(lg, ns), r.Capacity())
+}
+
+func fraction(used, capacity int64) (uint32, bool) {
+	switch {
+	case used <= 0:
+		return 0, true
+	case used >= capacity:
+		return atLimit, false
+	}
+	// used < capacity <= algo.MaxCount < 2^40: the product fits.
+	return uint32(used << 16 / capacity), false
+}
+
+// victim is the entry an eviction has chosen so far: in the table at idx,
+// or among the logs under k.
+type victim struct {
+	ok, log, free bool
+	idx           uint64
+	k             id
+	value, age    uint32
+}
+
+// consider offers an entry of the given value and age (in access ticks):
+// it becomes the victim if it is worth less, or as much and older.
+func (v *victim) consider(log bool, idx uint64, k id, value, age uint32) {
+	if v.ok && (value > v.value || value == v.value && age <= v.age) {
+		return
+	}
+	*v = victim{ok: true, log: log, idx: idx, k: k, value: value, age: age}
+}
+
+// makeRoom evicts one entry if the shard is full: the entry worth least in
+// a sample, where an entry's worth is the fraction of its limit's capacity
+// its state uses now (see value), ties going to the least recently seen.
+// An entry that is fresh again, or expired, goes at once and is not counted
+// in Evicted. When the best candidate of the sample is at its limit, the
+// sample widens, up to evictWiden entries of the table and as many of the
+// logs, before that entry goes: a key at its limit (a denied client) is
+// evicted only when none of the sampled entries is below its limit.
+//
 // The ids in keep, those of the decision being made, are spared, so that a
-// decision never evicts the state it is about to charge.
+// decision never evicts the state it is about to charge; so are the hinted
+// key's, unless nothing else is left.
 func (sh *shard) makeRoom(keep []id, c clocks) {
 	if sh.len() < sh.max {
 		return
 	}
 	var buf [2 * sluice.MaxLimits]id
 	spared := sh.hint.spare(keep, &buf)
-	idx, age, expired, ok := sh.tab.candidate(spared, c)
-	if !ok && len(sh.logs) == 0 {
+	v := sh.choose(spared, c)
+	if !v.ok && len(spared) > len(keep) {
 		// Only the hinted key is left to evict: the cap comes first.
-		spared = keep
-		idx, age, expired, ok = sh.tab.candidate(keep, c)
+		v = sh.choose(keep, c)
 	}
-	keep = spared
-	if expired {
-		sh.tab.remove(idx)
+	if !v.ok {
+		// Only the decision's own entries are left: the shard exceeds
+		// its cap by at most one policy's entries.
 		return
 	}
-	// Among a sample of the sliding_log state, an expired log goes first;
-	// otherwise the least recently seen of the sample goes if it is older
-	// than the table's candidate, or the table has none.
-	var (
-		oldest id
-		oldAge uint32
-		found  bool
-		looked int
-	)
+	if !v.free {
+		sh.evicted.Add(1)
+	}
+	if v.log {
+		delete(sh.logs, v.k)
+	} else {
+		sh.tab.remove(v.idx)
+	}
+}
+
+// choose picks the entry makeRoom evicts, sparing the ids in keep.
+func (sh *shard) choose(keep []id, c clocks) victim {
+	var v victim
+	for looked := 0; looked < evictWiden; looked += evictSample {
+		if i, free := sh.sampleTable(&v, keep, c); free {
+			return victim{ok: true, free: true, idx: i}
+		}
+		if len(sh.logs) > 0 {
+			if k, free := sh.sampleLogs(&v, keep, c); free {
+				return victim{ok: true, free: true, log: true, k: k}
+			}
+		}
+		if !v.ok || v.value < atLimit {
+			break
+		}
+	}
+	return v
+}
+
+// sampleTable offers to v up to evictSample entries of the table that are
+// not in keep, from a random slot on. It returns the index of an entry that
+// is free to drop, and true, as soon as it meets one.
+func (sh *shard) sampleTable(v *victim, keep []id, c clocks) (uint64, bool) {
+	t := &sh.tab
+	if t.used == 0 {
+		return 0, false
+	}
+	i := t.home(t.random())
+	looked := 0
+outer:
+	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, t.next(i) {
+		e := &t.slots[i]
+		if e.a == 0 {
+			continue
+		}
+		for _, k := range keep {
+			if e.is(k) {
+				continue outer
+			}
+		}
+		looked++
+		if e.exp <= c.now {
+			return i, true
+		}
+		val, free := value(sluice.DefRule(e.def), e.st, c.ns)
+		if free {
+			return i, true
+		}
+		// Ticks wrap around; the difference is the age all the same.
+		v.consider(false, i, id{}, val, c.seen-e.seen)
+	}
+	return 0, false
+}
+
+// sampleLogs is sampleTable for the sliding_log state; map iteration starts
+// at a random entry.
+func (sh *shard) sampleLogs(v *victim, keep []id, c clocks) (id, bool) {
+	looked := 0
 logs:
 	for k, lc := range sh.logs {
 		for _, kk := range keep {
@@ -700,24 +854,16 @@ logs:
 			}
 		}
 		if lc.exp <= c.now {
-			delete(sh.logs, k)
-			return
+			return k, true
 		}
-		if a := c.seen - lc.seen; !found || a > oldAge {
-			oldest, oldAge, found = k, a, true
+		val, free := logValue(sluice.DefRule(lc.def), &lc.log, c.ns)
+		if free {
+			return k, true
 		}
+		v.consider(true, 0, k, val, c.seen-lc.seen)
 		if looked++; looked >= evictSample {
 			break
 		}
 	}
-	switch {
-	case found && (!ok || oldAge > age):
-		sh.evicted.Add(1)
-		delete(sh.logs, oldest)
-	case ok:
-		sh.evicted.Add(1)
-		sh.tab.remove(idx)
-	}
-	// Otherwise only the decision's own entries are left: the shard
-	// exceeds its cap by at most one policy's entries.
+	return id{}, false
 }

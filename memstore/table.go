@@ -170,36 +170,3 @@ func (t *table) random() uint64 {
 	t.rng ^= t.rng << 17
 	return t.rng
 }
-
-// candidate picks an entry to evict, sparing the ids in keep: an expired one
-// among a sample of up to evictSample entries if there is one (reported with
-// expired set), otherwise the least recently seen of the sample. It returns
-// the entry's age in access ticks.
-func (t *table) candidate(keep []id, c clocks) (idx uint64, age uint32, expired, ok bool) {
-	if t.used == 0 {
-		return 0, 0, false, false
-	}
-	i := t.home(t.random())
-	looked := 0
-outer:
-	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, t.next(i) {
-		e := &t.slots[i]
-		if e.a == 0 {
-			continue
-		}
-		for _, k := range keep {
-			if e.is(k) {
-				continue outer
-			}
-		}
-		looked++
-		if e.exp <= c.now {
-			return i, 0, true, true
-		}
-		// Ticks wrap around; the difference is the age all the same.
-		if a := c.seen - e.seen; !ok || a > age {
-			idx, age, ok = i, a, true
-		}
-	}
-	return idx, age, false, ok
-}
