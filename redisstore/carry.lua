@@ -197,6 +197,7 @@ return function(v, def, to, now, key, aux, slack, write)
           redis.call('SET', key, def .. struct.pack('<dd', sum, seq), 'PX', ms)
         else
           redis.call('DEL', key)
+          return 'one', 0, 1
         end
       end
       return 'keep', sum, seq

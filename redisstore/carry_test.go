@@ -61,6 +61,12 @@ func TestCarryMatchesGo(t *testing.T) {
 			red := newStore(t, srv, clk, redisstore.Options{DenyCache: -1, Prefix: fmt.Sprintf("carry%d", seed)})
 			rng := rand.New(rand.NewPCG(seed, 11))
 			p := policies[0]
+			type reserved struct {
+				key           string
+				n             int64
+				atGot, atWant time.Time // each store's own time for the request
+			}
+			var held []reserved
 			for step := range 600 {
 				if rng.IntN(4) == 0 {
 					p = policies[rng.IntN(len(policies))]
@@ -86,7 +92,22 @@ func TestCarryMatchesGo(t *testing.T) {
 					wait := advances[rng.IntN(len(advances))]
 					want, werr = mem.Reserve(ctx, p, key, n, wait)
 					got, gerr = red.Reserve(ctx, p, key, n, wait)
-				case r < 5:
+					if werr == nil && want.Allowed && got.Allowed {
+						held = append(held, reserved{key, n, got.Time.Add(got.Delay), want.Time.Add(want.Delay)})
+					}
+				case r < 5 && len(held) > 0 && p.CanReserve():
+					// A reservation made under another definition, perhaps.
+					c := held[len(held)-1]
+					held = held[:len(held)-1]
+					werr = mem.Cancel(ctx, p, c.key, c.n, c.atWant)
+					gerr = red.Cancel(ctx, p, c.key, c.n, c.atGot)
+					if werr != nil || gerr != nil {
+						t.Fatalf("step %d: cancel errors: memstore %v, redis %v", step, werr, gerr)
+					}
+					op = "cancel"
+					want, werr = mem.Peek(ctx, p, c.key)
+					got, gerr = red.Peek(ctx, p, c.key)
+				case r < 6:
 					op = "reset"
 					werr = mem.Reset(ctx, p, key)
 					gerr = red.Reset(ctx, p, key)
