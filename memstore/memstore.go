@@ -433,37 +433,50 @@ func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, n
 			st   algo.Status
 			next algo.State
 		)
-		if sh.stale(r, def, k) {
-			if write {
-				sh.carry(s, r, def, k, c, now)
-			} else {
-				cur, lg := sh.carried(r, k, now)
-				if lg != nil {
-					st = r.EvalLog(lg, at, n)
-				} else {
-					next, st = r.Eval(cur, at, n)
-				}
-				ch = append(ch, charge{k: k, def: def, next: next, ttl: st.ResetAfter})
-				if i == 0 || algo.Binds(sum, st) {
-					sum, bind = st, i
-				}
-				continue
-			}
-		}
+		// A state written under another definition is carried first: in
+		// place if write is set, else into a copy. Both lookups below
+		// also tell whether it was, so the common case costs one.
 		if r.Algorithm() == algo.SlidingLog {
-			if lc := sh.logs[k]; lc != nil {
-				lc.seen = c.seen
-				st = r.EvalLog(&lc.log, at, n)
-			} else {
-				st = r.EvalLog(&algo.Log{}, at, n)
+			lc := sh.logs[k]
+			stale := lc != nil && lc.def != def
+			if lc == nil && sh.tab.used > 0 {
+				_, stale = sh.tab.lookup(k)
+			}
+			switch {
+			case stale && !write:
+				_, lg := sh.carried(r, k, now)
+				st = r.EvalLog(lg, at, n)
+			case stale:
+				sh.carry(s, r, def, k, c, now)
+				lc = sh.logs[k]
+				fallthrough
+			default:
+				if lc != nil {
+					lc.seen = c.seen
+					st = r.EvalLog(&lc.log, at, n)
+				} else {
+					st = r.EvalLog(&algo.Log{}, at, n)
+				}
 			}
 		} else {
-			var cur algo.State
-			if j, ok := sh.tab.lookup(k); ok {
-				e := &sh.tab.slots[j]
-				e.seen, cur = c.seen, e.st
+			j, found := sh.tab.lookup(k)
+			stale := found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil
+			switch {
+			case stale && !write:
+				cur, _ := sh.carried(r, k, now)
+				next, st = r.Eval(cur, at, n)
+			case stale:
+				sh.carry(s, r, def, k, c, now)
+				j, found = sh.tab.lookup(k)
+				fallthrough
+			default:
+				var cur algo.State
+				if found {
+					e := &sh.tab.slots[j]
+					e.seen, cur = c.seen, e.st
+				}
+				next, st = r.Eval(cur, at, n)
 			}
-			next, st = r.Eval(cur, at, n)
 		}
 		ch = append(ch, charge{k: k, def: def, next: next, ttl: st.ResetAfter})
 		if i == 0 || algo.Binds(sum, st) {
