@@ -394,10 +394,10 @@ func (sh *shard) state(k id) algo.State {
 func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit, write bool) (int, algo.Status) {
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
-		return 0, sh.decideOne(s, p.Rule(0), p.Def(0), entryID(k0, k1, p.Slot(0)), c, now, at, n, commit, write)
+		return 0, sh.decideOne(s, p, entryID(k0, k1, p.Slot(0)), c, at, n, commit, write)
 	}
 	var buf [sluice.MaxLimits]charge
-	bind, sum, ch := sh.evaluate(s, p, k0, k1, c, now, at, n, write, buf[:0])
+	bind, sum, ch := sh.evaluate(s, p, k0, k1, c, at, n, write, buf[:0])
 	if sum.Allowed && commit && n > 0 {
 		sh.charge(s, p, ch, c, at, n)
 	}
@@ -422,7 +422,8 @@ type charge struct {
 // write is set. It returns the index and status of the binding limit, and
 // ch with one charge per limit of p appended, for charge to write if the
 // request is to be charged. The caller holds sh.mu.
-func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, now, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
+func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
+	now := c.ns
 	var (
 		sum  algo.Status
 		bind int
@@ -508,18 +509,18 @@ func (sh *shard) charge(s *Store, p *sluice.Policy, ch []charge, c clocks, at, n
 	}
 }
 
-// decideOne is decide for a policy of one limit of definition def that is
-// not a sliding_log: the common case, kept to one lookup and an update in
-// place.
-func (sh *shard) decideOne(s *Store, r *algo.Rule, def uint32, k id, c clocks, now, at, n int64, commit, write bool) algo.Status {
+// decideOne is decide for a policy p of one limit that is not a
+// sliding_log: the common case, kept to one lookup and an update in place.
+func (sh *shard) decideOne(s *Store, p *sluice.Policy, k id, c clocks, at, n int64, commit, write bool) algo.Status {
+	r, def := p.Rule(0), p.Def(0)
 	j, found := sh.tab.lookup(k)
 	if found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil {
 		if !write {
-			cur, _ := sh.carried(r, k, now)
+			cur, _ := sh.carried(r, k, c.ns)
 			_, st := r.Eval(cur, at, n)
 			return st
 		}
-		sh.carry(s, r, def, k, c, now)
+		sh.carry(s, r, def, k, c, c.ns)
 		j, found = sh.tab.lookup(k)
 	}
 	if !found {
