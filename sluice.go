@@ -344,6 +344,15 @@ func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
 // Store keeps the state of every key and decides atomically. Implementations
 // must pass the conformance suite in package storetest. Every method is safe
 // for concurrent use; the policy and cost have been validated by the caller.
+//
+// A store keeps each limit's state for a key under the limit's identity
+// (Policy.ID: the policy's name and the limit's index) and records with it
+// the definition that wrote it. Take, Reserve and Cancel (and a TakeAll a
+// store decides itself) that find a state written under another definition
+// first carry it to the current one at the decision's time, as package
+// algo's Rule.Carry and its log forms describe, and keep the carried state;
+// Peek carries it without writing; Reset removes the state whatever its
+// definition.
 type Store interface {
 	// Take decides a request of cost n >= 1 for key under p and charges it
 	// to every limit if, and only if, every limit admits it.

@@ -72,7 +72,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 			b  int
 			st algo.Status
 		)
-		b, st, chs = sh.evaluate(s, r.Policy, h[i].k0, h[i].k1, clocks{now: sec, seen: sh.tick(), ns: now}, now, now, r.N, true, chs)
+		b, st, chs = sh.evaluate(s, r.Policy, h[i].k0, h[i].k1, clocks{now: sec, seen: sh.tick(), ns: now}, now, r.N, true, chs)
 		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
 		ok = ok && st.Allowed
 		if !st.Allowed {

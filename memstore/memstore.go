@@ -30,20 +30,24 @@
 // eviction is not counted in Evicted; a key that used one request of sixty
 // is nearly free; a key at its limit is the most valuable to keep. Ties go
 // to the least recently used, recency being counted in the shard's
-// accesses. A sample is 8 entries of the shard's table, and 8 of its
-// sliding_log state if it has any; when the best candidate of the sample is
-// at its limit, the sample widens, 8 at a time, to 64 entries of each
-// before that candidate goes. So, exactly: an entry at its limit is
-// evicted only when none of the 64 entries sampled from its shard's table
-// (all of them, in a shard of fewer), nor of the 64 sampled from its
-// sliding_log state, is below its limit. Entries lie where a keyed hash puts
-// them, whatever their state, so while at least half of a shard's entries
-// are below their limits each sampled entry is below its limit with odds
-// of one half or better, and an eviction takes an entry at its limit with
-// odds of about 2^-64. A flood of new keys (spoofed IPs, random API keys)
-// each of which has made a request or a few therefore cannot push out a
-// client that is being denied, nor one that has used more of its limit
-// than the flood's keys have, while memory stays capped.
+// accesses. A sample is 8 consecutive entries of the shard's table from a
+// random slot, and 8 of its sliding_log state if it has any. When the best
+// candidate of the sample is at its limit, 64 more entries of the table,
+// each drawn uniformly at random (every entry of a table of at most 64),
+// and 64 of the sliding_log state are sampled before that candidate goes.
+// So an entry at its limit is evicted only when none of 64 entries drawn at
+// random from its shard's table (or none of its entries, if it holds 64 or
+// fewer) is below its limit, nor any of 64 entries of sliding_log state
+// visited in the map's randomized order: while at least half of a shard's
+// table entries are below their limits, an eviction takes an entry at its
+// limit with odds below 2^-64. (A table less than 1/16 full, its shard
+// holding mostly sliding_log state, may draw fewer than 64.) A flood of new
+// keys (spoofed IPs, random API keys) each of which has made a request or a
+// few therefore cannot push out a client that is being denied, nor one that
+// has used more of its limit than the flood's keys have, while memory stays
+// capped. Keys at their limits are worth as much as each other: a flood of
+// keys that each reach their limit (a limit of one request) competes with
+// denied clients on recency alone.
 //
 // A key denied a request of cost 1 is remembered by its shard until its
 // retry time: while it keeps asking (one client hammering past its limit),
@@ -58,6 +62,7 @@ import (
 	"context"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -389,10 +394,10 @@ func (sh *shard) state(k id) algo.State {
 func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit, write bool) (int, algo.Status) {
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
-		return 0, sh.decideOne(s, p.Rule(0), p.Def(0), entryID(k0, k1, p.Slot(0)), c, now, at, n, commit, write)
+		return 0, sh.decideOne(s, p, entryID(k0, k1, p.Slot(0)), c, at, n, commit, write)
 	}
 	var buf [sluice.MaxLimits]charge
-	bind, sum, ch := sh.evaluate(s, p, k0, k1, c, now, at, n, write, buf[:0])
+	bind, sum, ch := sh.evaluate(s, p, k0, k1, c, at, n, write, buf[:0])
 	if sum.Allowed && commit && n > 0 {
 		sh.charge(s, p, ch, c, at, n)
 	}
@@ -417,7 +422,8 @@ type charge struct {
 // write is set. It returns the index and status of the binding limit, and
 // ch with one charge per limit of p appended, for charge to write if the
 // request is to be charged. The caller holds sh.mu.
-func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, now, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
+func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
+	now := c.ns
 	var (
 		sum  algo.Status
 		bind int
@@ -428,37 +434,50 @@ func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, n
 			st   algo.Status
 			next algo.State
 		)
-		if sh.stale(r, def, k) {
-			if write {
-				sh.carry(s, r, def, k, c, now)
-			} else {
-				cur, lg := sh.carried(r, k, now)
-				if lg != nil {
-					st = r.EvalLog(lg, at, n)
-				} else {
-					next, st = r.Eval(cur, at, n)
-				}
-				ch = append(ch, charge{k: k, def: def, next: next, ttl: st.ResetAfter})
-				if i == 0 || algo.Binds(sum, st) {
-					sum, bind = st, i
-				}
-				continue
-			}
-		}
+		// A state written under another definition is carried first: in
+		// place if write is set, else into a copy. Both lookups below
+		// also tell whether it was, so the common case costs one.
 		if r.Algorithm() == algo.SlidingLog {
-			if lc := sh.logs[k]; lc != nil {
-				lc.seen = c.seen
-				st = r.EvalLog(&lc.log, at, n)
-			} else {
-				st = r.EvalLog(&algo.Log{}, at, n)
+			lc := sh.logs[k]
+			stale := lc != nil && lc.def != def
+			if lc == nil && sh.tab.used > 0 {
+				_, stale = sh.tab.lookup(k)
+			}
+			switch {
+			case stale && !write:
+				_, lg := sh.carried(r, k, now)
+				st = r.EvalLog(lg, at, n)
+			case stale:
+				sh.carry(s, r, def, k, c, now)
+				lc = sh.logs[k]
+				fallthrough
+			default:
+				if lc != nil {
+					lc.seen = c.seen
+					st = r.EvalLog(&lc.log, at, n)
+				} else {
+					st = r.EvalLog(&algo.Log{}, at, n)
+				}
 			}
 		} else {
-			var cur algo.State
-			if j, ok := sh.tab.lookup(k); ok {
-				e := &sh.tab.slots[j]
-				e.seen, cur = c.seen, e.st
+			j, found := sh.tab.lookup(k)
+			stale := found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil
+			switch {
+			case stale && !write:
+				cur, _ := sh.carried(r, k, now)
+				next, st = r.Eval(cur, at, n)
+			case stale:
+				sh.carry(s, r, def, k, c, now)
+				j, found = sh.tab.lookup(k)
+				fallthrough
+			default:
+				var cur algo.State
+				if found {
+					e := &sh.tab.slots[j]
+					e.seen, cur = c.seen, e.st
+				}
+				next, st = r.Eval(cur, at, n)
 			}
-			next, st = r.Eval(cur, at, n)
 		}
 		ch = append(ch, charge{k: k, def: def, next: next, ttl: st.ResetAfter})
 		if i == 0 || algo.Binds(sum, st) {
@@ -490,18 +509,18 @@ func (sh *shard) charge(s *Store, p *sluice.Policy, ch []charge, c clocks, at, n
 	}
 }
 
-// decideOne is decide for a policy of one limit of definition def that is
-// not a sliding_log: the common case, kept to one lookup and an update in
-// place.
-func (sh *shard) decideOne(s *Store, r *algo.Rule, def uint32, k id, c clocks, now, at, n int64, commit, write bool) algo.Status {
+// decideOne is decide for a policy p of one limit that is not a
+// sliding_log: the common case, kept to one lookup and an update in place.
+func (sh *shard) decideOne(s *Store, p *sluice.Policy, k id, c clocks, at, n int64, commit, write bool) algo.Status {
+	r, def := p.Rule(0), p.Def(0)
 	j, found := sh.tab.lookup(k)
 	if found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil {
 		if !write {
-			cur, _ := sh.carried(r, k, now)
+			cur, _ := sh.carried(r, k, c.ns)
 			_, st := r.Eval(cur, at, n)
 			return st
 		}
-		sh.carry(s, r, def, k, c, now)
+		sh.carry(s, r, def, k, c, c.ns)
 		j, found = sh.tab.lookup(k)
 	}
 	if !found {
@@ -690,46 +709,50 @@ type clocks struct {
 }
 
 // Eviction samples evictSample entries of the table, and as many of the
-// sliding_log state, and widens the sample by as many again, up to
-// evictWiden of each, while the best candidate is at its limit.
+// sliding_log state, and widens the sample by evictWiden of each when the
+// best candidate is at its limit.
 const (
 	evictSample = 8
 	evictWiden  = 64
 )
 
-// atLimit is the value of a state that has used all of its limit's
-// capacity: the value of a state is the fraction of the capacity it uses,
-// in units of 1/atLimit.
-const atLimit = 1 << 16
+// worth is what keeping an entry is worth: the fraction used/capacity of
+// its limit's capacity that its state uses now (for sliding_log, the
+// requests that still count). Fractions are compared exactly, by
+// multiplying across, so that a sample costs no division.
+type worth struct{ used, capacity int64 }
 
-// value returns the value of keeping state st of rule r at time ns (see
-// atLimit), and whether st is as good as fresh, so free to drop. A state
-// of a definition the process does not know (none is recorded without one)
-// is worth nothing.
-func value(r *algo.Rule, st algo.State, ns int64) (uint32, bool) {
+// worthOf returns what keeping state st of rule r is worth at time ns, and
+// whether st is as good as fresh, so free to drop. A state of a definition
+// the process does not know (none is recorded without one) is worth
+// nothing.
+func worthOf(r *algo.Rule, st algo.State, ns int64) (worth, bool) {
 	if r == nil {
-		return 0, false
+		return worth{0, 1}, false
 	}
-	return fraction(r.Used(st, ns), r.Capacity())
+	w := worth{r.Used(st, ns), r.Capacity()}
+	return w, w.used <= 0
 }
 
-// logValue is value for a sliding_log.
-func logValue(r *algo.Rule, lg *algo.Log, ns int64) (uint32, bool) {
+// logWorthOf is worthOf for a sliding_log.
+func logWorthOf(r *algo.Rule, lg *algo.Log, ns int64) (worth, bool) {
 	if r == nil {
-		return 0, false
+		return worth{0, 1}, false
 	}
-	return fraction(r.LogUsed(lg, ns), r.Capacity())
+	w := worth{r.LogUsed(lg, ns), r.Capacity()}
+	return w, w.used <= 0
 }
 
-func fraction(used, capacity int64) (uint32, bool) {
-	switch {
-	case used <= 0:
-		return 0, true
-	case used >= capacity:
-		return atLimit, false
-	}
-	// used < capacity <= algo.MaxCount < 2^40: the product fits.
-	return uint32(used << 16 / capacity), false
+// full reports whether the state uses all of its capacity: a key at its
+// limit.
+func (w worth) full() bool { return w.used >= w.capacity }
+
+// less reports whether w is worth less than x. Usage beyond the capacity
+// (reservations queued beyond a bucket) counts as the capacity.
+func (w worth) less(x worth) bool {
+	hi1, lo1 := bits.Mul64(uint64(min(w.used, w.capacity)), uint64(x.capacity))
+	hi2, lo2 := bits.Mul64(uint64(min(x.used, x.capacity)), uint64(w.capacity))
+	return hi1 < hi2 || hi1 == hi2 && lo1 < lo2
 }
 
 // victim is the entry an eviction has chosen so far: in the table at idx,
@@ -738,26 +761,27 @@ type victim struct {
 	ok, log, free bool
 	idx           uint64
 	k             id
-	value, age    uint32
+	worth         worth
+	age           uint32
 }
 
-// consider offers an entry of the given value and age (in access ticks):
-// it becomes the victim if it is worth less, or as much and older.
-func (v *victim) consider(log bool, idx uint64, k id, value, age uint32) {
-	if v.ok && (value > v.value || value == v.value && age <= v.age) {
+// consider offers an entry worth w, of the given age in access ticks: it
+// becomes the victim if it is worth less, or as much and older.
+func (v *victim) consider(log bool, idx uint64, k id, w worth, age uint32) {
+	if v.ok && (v.worth.less(w) || !w.less(v.worth) && age <= v.age) {
 		return
 	}
-	*v = victim{ok: true, log: log, idx: idx, k: k, value: value, age: age}
+	*v = victim{ok: true, log: log, idx: idx, k: k, worth: w, age: age}
 }
 
 // makeRoom evicts one entry if the shard is full: the entry worth least in
 // a sample, where an entry's worth is the fraction of its limit's capacity
-// its state uses now (see value), ties going to the least recently seen.
+// its state uses now (see worth), ties going to the least recently seen.
 // An entry that is fresh again, or expired, goes at once and is not counted
 // in Evicted. When the best candidate of the sample is at its limit, the
-// sample widens, up to evictWiden entries of the table and as many of the
-// logs, before that entry goes: a key at its limit (a denied client) is
-// evicted only when none of the sampled entries is below its limit.
+// sample widens to evictWiden entries of the table and as many of the logs
+// before that entry goes: a key at its limit (a denied client) is evicted
+// only when none of the sampled entries is below its limit.
 //
 // The ids in keep, those of the decision being made, are spared, so that a
 // decision never evicts the state it is about to charge; so are the hinted
@@ -788,63 +812,116 @@ func (sh *shard) makeRoom(keep []id, c clocks) {
 	}
 }
 
-// choose picks the entry makeRoom evicts, sparing the ids in keep.
+// choose picks the entry makeRoom evicts, sparing the ids in keep: the
+// entry worth least among evictSample consecutive entries of the table from
+// a random slot, and as many of the logs; or, if the best of those is at
+// its limit, among them and a wider sample (see widen). An entry free to
+// drop is chosen as soon as it is met.
 func (sh *shard) choose(keep []id, c clocks) victim {
 	var v victim
-	for looked := 0; looked < evictWiden; looked += evictSample {
-		if i, free := sh.sampleTable(&v, keep, c); free {
-			return victim{ok: true, free: true, idx: i}
+	if i, free := sh.sampleTable(&v, keep, c); free {
+		return victim{ok: true, free: true, idx: i}
+	}
+	if len(sh.logs) > 0 {
+		if k, free := sh.sampleLogs(&v, keep, c, evictSample); free {
+			return victim{ok: true, free: true, log: true, k: k}
 		}
-		if len(sh.logs) > 0 {
-			if k, free := sh.sampleLogs(&v, keep, c); free {
-				return victim{ok: true, free: true, log: true, k: k}
-			}
-		}
-		if !v.ok || v.value < atLimit {
-			break
-		}
+	}
+	if v.ok && v.worth.full() {
+		return sh.widen(v, keep, c)
 	}
 	return v
 }
 
 // sampleTable offers to v up to evictSample entries of the table that are
-// not in keep, from a random slot on. It returns the index of an entry that
-// is free to drop, and true, as soon as it meets one.
+// not in keep, consecutive from a random slot on. It returns the index of
+// an entry that is free to drop, and true, as soon as it meets one.
 func (sh *shard) sampleTable(v *victim, keep []id, c clocks) (uint64, bool) {
 	t := &sh.tab
 	if t.used == 0 {
 		return 0, false
 	}
-	i := t.home(t.random())
-	looked := 0
-outer:
+	i, looked := t.home(t.random()), 0
 	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, t.next(i) {
-		e := &t.slots[i]
-		if e.a == 0 {
-			continue
-		}
-		for _, k := range keep {
-			if e.is(k) {
-				continue outer
-			}
-		}
-		looked++
-		if e.exp <= c.now {
-			return i, true
-		}
-		val, free := value(sluice.DefRule(e.def), e.st, c.ns)
+		free, offered := sh.offer(v, i, keep, c)
 		if free {
 			return i, true
 		}
-		// Ticks wrap around; the difference is the age all the same.
-		v.consider(false, i, id{}, val, c.seen-e.seen)
+		if offered {
+			looked++
+		}
 	}
 	return 0, false
 }
 
-// sampleLogs is sampleTable for the sliding_log state; map iteration starts
-// at a random entry.
-func (sh *shard) sampleLogs(v *victim, keep []id, c clocks) (id, bool) {
+// widen samples further when the best candidate v is at its limit: every
+// entry of the table if it holds at most evictWiden, otherwise evictWiden
+// entries each drawn uniformly at random (slots drawn at random, empty ones
+// drawn again, up to 16×evictWiden draws in all), and evictWiden entries of
+// the logs. Drawn independently, the entries of the wider sample are all at
+// their limits with odds f^evictWiden, f being the share of the table's
+// entries at their limits. Consecutive entries would not do: evictions
+// thin out the entries below their limits around the slots they sample,
+// packing those at their limits together (a flood test evicted keys at
+// their limits a thousand times more often than independent samples of 8
+// would have).
+func (sh *shard) widen(v victim, keep []id, c clocks) victim {
+	t := &sh.tab
+	if t.used <= evictWiden {
+		for i := range uint64(len(t.slots)) {
+			if free, _ := sh.offer(&v, i, keep, c); free {
+				return victim{ok: true, free: true, idx: i}
+			}
+		}
+	} else {
+		for drawn, tries := 0, 0; drawn < evictWiden && tries < 16*evictWiden; tries++ {
+			i := t.home(t.random())
+			free, offered := sh.offer(&v, i, keep, c)
+			if free {
+				return victim{ok: true, free: true, idx: i}
+			}
+			if offered {
+				drawn++
+			}
+		}
+	}
+	if len(sh.logs) > 0 {
+		if k, free := sh.sampleLogs(&v, keep, c, evictWiden); free {
+			return victim{ok: true, free: true, log: true, k: k}
+		}
+	}
+	return v
+}
+
+// offer offers the entry in slot i to v, unless the slot is empty or the
+// entry is in keep, and reports whether the entry is free to drop (expired,
+// or as good as fresh) and whether it was offered.
+func (sh *shard) offer(v *victim, i uint64, keep []id, c clocks) (free, offered bool) {
+	e := &sh.tab.slots[i]
+	if e.a == 0 {
+		return false, false
+	}
+	for _, k := range keep {
+		if e.is(k) {
+			return false, false
+		}
+	}
+	if e.exp <= c.now {
+		return true, true
+	}
+	w, free := worthOf(sluice.DefRule(e.def), e.st, c.ns)
+	if free {
+		return true, true
+	}
+	// Ticks wrap around; the difference is the age all the same.
+	v.consider(false, i, id{}, w, c.seen-e.seen)
+	return false, true
+}
+
+// sampleLogs offers to v up to n entries of the sliding_log state that are
+// not in keep, and returns the id of one that is free to drop, and true, as
+// soon as it meets one. Map iteration starts at a random entry.
+func (sh *shard) sampleLogs(v *victim, keep []id, c clocks, n int) (id, bool) {
 	looked := 0
 logs:
 	for k, lc := range sh.logs {
@@ -856,12 +933,12 @@ logs:
 		if lc.exp <= c.now {
 			return k, true
 		}
-		val, free := logValue(sluice.DefRule(lc.def), &lc.log, c.ns)
+		w, free := logWorthOf(sluice.DefRule(lc.def), &lc.log, c.ns)
 		if free {
 			return k, true
 		}
-		v.consider(true, 0, k, val, c.seen-lc.seen)
-		if looked++; looked >= evictSample {
+		v.consider(true, 0, k, w, c.seen-lc.seen)
+		if looked++; looked >= n {
 			break
 		}
 	}
