@@ -219,12 +219,12 @@ func New(opts Options) (*Limiter, error) {
 		c.Match.Hosts = append([]string(nil), r.Match.Hosts...)
 		if r.Action != Exempt {
 			var err error
-			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Limit); err != nil {
+			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit); err != nil {
 				return nil, err
 			}
 			c.tiers = make(map[string]*tierPolicy, len(r.Tiers))
 			for t, lim := range r.Tiers {
-				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, lim); err != nil {
+				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, r.Name+"#"+t, lim); err != nil {
 					return nil, err
 				}
 			}
@@ -238,8 +238,13 @@ func New(opts Options) (*Limiter, error) {
 	return l, nil
 }
 
-func newTierPolicy(store sluice.Store, name string, lim sluice.Limit) (*tierPolicy, error) {
-	p, err := sluice.NewPolicy(name, lim)
+// newTierPolicy returns the policy of a rule's limit for one tier, named
+// policy: the rule's name for its default limit, "<rule>#<tier>" for a
+// tier's, so that each tier keeps its own counters (policies of the same
+// name share state, and '#' cannot appear in a rule's name). Headers name
+// the rule.
+func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit) (*tierPolicy, error) {
+	p, err := sluice.NewPolicy(policy, lim)
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
