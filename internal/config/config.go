@@ -12,13 +12,16 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // MaxSize is the largest config file accepted, in bytes.
@@ -73,7 +76,11 @@ func ParseFile(data []byte, path string) (*Config, error) {
 		return nil, err
 	}
 	if c.Service != nil {
-		if err := loadService(c.Service, filepath.Dir(path)); err != nil {
+		var check func(sluice.Limit) error
+		if c.Store.Backend == "redis" {
+			check = redisstore.CheckLimit
+		}
+		if err := loadService(c.Service, filepath.Dir(path), check); err != nil {
 			return nil, err
 		}
 	}
@@ -184,10 +191,46 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	case rulesNode != nil && !usesRules:
 		d.add(rulesNode, "rules", "only the gateway (upstream) and forward-auth (server.forward_auth) apply rules, and the file enables neither")
 	case rulesNode != nil:
+		before := len(d.err.Problems)
 		c.Limiter.Rules = d.rules(rulesNode, c.Limiter.Tiers)
+		if c.Store.Backend == "redis" && len(d.err.Problems) == before {
+			d.checkRedisRules(rulesNode, c.Limiter.Rules)
+		}
 	}
 	_ = tiersNode
 	return c
+}
+
+// checkRedisRules reports the limits of rules, all valid, that the Redis
+// store cannot run, at their periods: rules run on Redis exactly as
+// checked, never by failing open at request time.
+func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) {
+	d.storeCheck = redisstore.CheckLimit
+	defer func() { d.storeCheck = nil }()
+	nodes := resolve(rulesNode).Content
+	for i, r := range rules {
+		if r.Action == httplimit.Exempt || i >= len(nodes) {
+			continue
+		}
+		path := fmt.Sprintf("rules[%d]", i)
+		d.checkStore(r.Limit, lookup(nodes[i], "period"), path+".period")
+		for _, t := range sortedTiers(r.Tiers) {
+			at, p := lookup(nodes[i], "tiers", t, "period"), path+".tiers."+t+".period"
+			if at == nil {
+				at, p = lookup(nodes[i], "period"), path+".period"
+			}
+			d.checkStore(r.Tiers[t], at, p)
+		}
+	}
+}
+
+func sortedTiers(m map[string]sluice.Limit) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // checkListeners reports two enabled listeners on one address (the gateway

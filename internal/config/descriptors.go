@@ -43,6 +43,10 @@ type DescriptorOptions struct {
 	// descriptors joined (envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG). By
 	// default a domain configured by two files is an error.
 	MergeDomains bool
+	// Check, if set, is called with every limit of the files that is valid
+	// on its own; its error is reported as a problem at the limit's period
+	// (the Redis store, for one, runs only whole microseconds).
+	Check func(sluice.Limit) error
 }
 
 // LoadDescriptors reads the rate-limit service's configuration from path, a
@@ -86,7 +90,7 @@ func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set,
 		if err != nil {
 			return nil, err
 		}
-		f, err := parseDescriptorFile(data, name)
+		f, err := parseDescriptorFile(data, name, o.Check)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -110,7 +114,7 @@ func LoadDescriptorsWith(o DescriptorOptions, paths ...string) (*descriptor.Set,
 // ParseDescriptors validates data, the contents of one configuration file
 // called name, and returns its domain.
 func ParseDescriptors(data []byte, name string) (descriptor.Domain, error) {
-	f, err := parseDescriptorFile(data, name)
+	f, err := parseDescriptorFile(data, name, nil)
 	if err != nil {
 		return descriptor.Domain{}, err
 	}
@@ -232,8 +236,8 @@ func composite(d descriptor.Descriptor) string {
 	return d.Key + "_" + d.Value
 }
 
-func parseDescriptorFile(data []byte, name string) (*descriptorFile, error) {
-	d := &decoder{err: &Error{File: name}}
+func parseDescriptorFile(data []byte, name string, check func(sluice.Limit) error) (*descriptorFile, error) {
+	d := &decoder{err: &Error{File: name}, storeCheck: check}
 	f := &descriptorFile{name: name, d: d}
 	if len(data) > MaxSize {
 		d.add(nil, "", "the file is larger than %d bytes", MaxSize)
@@ -561,6 +565,8 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 			l := sluice.Limit{Algorithm: sluice.FixedWindow, Count: int64(rl.RequestsPerUnit), Period: rl.Unit.Duration()}
 			if err := l.Validate(); err != nil {
 				d.add(ln.count, path+".requests_per_unit", "%s", strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": "))
+			} else {
+				d.checkStore(l, ln.unit, path+".unit")
 			}
 		}
 		return rl
@@ -703,5 +709,25 @@ func (d *decoder) limit(at *yaml.Node, ln limitNodes, path string) (sluice.Limit
 		d.add(where, path+field, "%s", msg)
 		return l, false
 	}
+	at2, field := ln.period, ".period"
+	if at2 == nil {
+		at2, field = ln.unit, ".unit"
+	}
+	if !d.checkStore(l, at2, path+field) {
+		return l, false
+	}
 	return l, true
+}
+
+// checkStore reports a valid limit that the chosen store cannot run, at
+// node n, and tells whether the store can run it.
+func (d *decoder) checkStore(l sluice.Limit, n *yaml.Node, path string) bool {
+	if d.storeCheck == nil {
+		return true
+	}
+	if err := d.storeCheck(l); err != nil {
+		d.add(n, path, "%v", err)
+		return false
+	}
+	return true
 }

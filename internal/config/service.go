@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/internal/rls"
 )
@@ -135,8 +136,8 @@ func (d *decoder) service(n *yaml.Node, s *Service) {
 }
 
 // loadService loads the descriptor files of the service section, relative
-// to dir.
-func loadService(s *Service, dir string) error {
+// to dir; check, if set, reports the limits the store cannot run.
+func loadService(s *Service, dir string, check func(sluice.Limit) error) error {
 	paths := make([]string, len(s.Descriptors))
 	for i, p := range s.Descriptors {
 		if !filepath.IsAbs(p) {
@@ -144,7 +145,7 @@ func loadService(s *Service, dir string) error {
 		}
 		paths[i] = p
 	}
-	set, err := LoadDescriptorsWith(DescriptorOptions{MergeDomains: s.MergeDomains}, paths...)
+	set, err := LoadDescriptorsWith(DescriptorOptions{MergeDomains: s.MergeDomains, Check: check}, paths...)
 	if err != nil {
 		return err
 	}

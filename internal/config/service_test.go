@@ -80,3 +80,37 @@ func TestServiceProblems(t *testing.T) {
 		}
 	}
 }
+
+// A limit the Redis store cannot run (a period that is not a whole number
+// of microseconds) is a problem of the file when the backend is redis, in
+// the rules, their tiers and the service's descriptor files alike; it used
+// to pass check-config and then fail open on every request.
+func TestRedisCannotRunIsAProblem(t *testing.T) {
+	const redis = "store: { backend: redis, redis: { url: 'redis://127.0.0.1:1' } }\n"
+	for _, tc := range []struct{ file, want string }{
+		{redis + "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1500ns}]\n", "s.yaml:3:54: rules[0].period: redisstore: unsupported limit"},
+		{redis + "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {p: {period: 2001ns}}}]\n", "rules[0].tiers.p.period: redisstore: unsupported limit"},
+	} {
+		_, err := config.Parse([]byte(tc.file), "s.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a problem containing %q", tc.file, err, tc.want)
+		}
+		// The memory store runs any period.
+		if _, err := config.Parse([]byte(strings.Replace(tc.file, "backend: redis, redis: { url: 'redis://127.0.0.1:1' }", "backend: memory", 1)), "s.yaml"); err != nil {
+			t.Errorf("memory backend: %v", err)
+		}
+	}
+
+	dir := t.TempDir()
+	desc := "domain: api\ndescriptors:\n  - key: client\n    rate_limit: { requests_per_unit: 5, period: 1500ns }\n"
+	if err := os.WriteFile(filepath.Join(dir, "api.yaml"), []byte(desc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(file, []byte(redis+"service: { grpc: 127.0.0.1:8081, descriptors: api.yaml }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(file); err == nil || !strings.Contains(err.Error(), "api.yaml:4:") || !strings.Contains(err.Error(), "unsupported limit") {
+		t.Errorf("descriptor file: got %v, want a problem at api.yaml:4", err)
+	}
+}

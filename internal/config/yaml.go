@@ -10,6 +10,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
 )
 
 // The YAML walker every section decodes with: it reports each problem with
@@ -18,6 +20,9 @@ import (
 // decoder walks the YAML tree, collecting problems.
 type decoder struct {
 	err *Error
+	// check, if set, reports a valid limit that the chosen store still
+	// cannot run (see DescriptorOptions.Check).
+	storeCheck func(sluice.Limit) error
 }
 
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
