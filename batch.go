@@ -87,8 +87,9 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 // has room for fewer decisions than reqs has requests (ErrInvalidBatch), a
 // request has no policy (ErrInvalidBatch) or a cost its policy can never
 // admit, or two requests are for the same key under policies that share the
-// state of a limit (equal IDs; ErrInvalidBatch), so that one batch would
-// count the key twice. Stores that implement TakeAll call it.
+// state of a limit (the same name, so equal identities, whatever their
+// definitions; ErrInvalidBatch), so that one batch would count the key
+// twice. Stores that implement TakeAll call it.
 func CheckBatch(reqs []Request, out []Decision) error {
 	if len(out) < len(reqs) {
 		return fmt.Errorf("%w: %d requests but room for %d decisions", ErrInvalidBatch, len(reqs), len(out))

@@ -134,3 +134,44 @@ func ExampleTakeAll() {
 	// key-b: admitted=true, the address has 0 left
 	// key-b: admitted=false, the address has 0 left
 }
+
+// A policy rebuilt under the same name, as a configuration reload builds it,
+// takes over the counters of the one it replaces: raising the limit lets a
+// denied client through at once, lowering it makes a heavy client wait for
+// the new limit.
+func ExampleNewPolicy_reload() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Clock: clk})
+	defer store.Close()
+	ctx := context.Background()
+	limiter := func(count int64) *sluice.Limiter {
+		lim, err := sluice.New(store, "api", sluice.Limit{Algorithm: sluice.SlidingLog, Count: count, Period: time.Hour})
+		if err != nil {
+			panic(err)
+		}
+		return lim
+	}
+	show := func(lim *sluice.Limiter) {
+		d, _ := lim.Allow(ctx, "client")
+		fmt.Printf("limit %d: allowed=%v remaining=%d retry_after=%v\n", d.Limit, d.Allowed, d.Remaining, d.RetryAfter)
+	}
+	two := limiter(2)
+	show(two)
+	show(two)
+	show(two)
+	clk.Advance(10 * time.Minute)
+	four := limiter(4) // the 2 used are carried
+	show(four)
+	show(four)
+	show(four)
+	one := limiter(1) // 4 used: the client waits for them to expire
+	show(one)
+	// Output:
+	// limit 2: allowed=true remaining=1 retry_after=0s
+	// limit 2: allowed=true remaining=0 retry_after=0s
+	// limit 2: allowed=false remaining=0 retry_after=1h0m0s
+	// limit 4: allowed=true remaining=1 retry_after=0s
+	// limit 4: allowed=true remaining=0 retry_after=0s
+	// limit 4: allowed=false remaining=0 retry_after=50m0s
+	// limit 1: allowed=false remaining=0 retry_after=1h0m0s
+}

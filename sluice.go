@@ -46,6 +46,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/algo"
@@ -134,19 +135,26 @@ func (l Limit) compile() (algo.Rule, error) {
 // Policy is a named set of limits applied together to every key: a request
 // is admitted only if every limit admits it, and then it is charged to all of
 // them; a rejected request is charged to none. The name is the policy's key
-// space: two policies never share counters unless they have the same name
-// and the same limits. A Policy is immutable and safe for concurrent use.
+// space: a limit's state for a key is identified by the policy's name, the
+// limit's index and the key, not by the limit's definition. Two policies
+// with the same name share state (give different limits different names),
+// and a policy rebuilt with changed limits takes over the counters of the
+// one it replaces: stores carry each state to the new definition (see
+// package algo, Rule.Carry), so that a reload never hands clients a fresh
+// quota. A Policy is immutable and safe for concurrent use.
 type Policy struct {
 	name   string
 	limits []Limit
 	rules  []algo.Rule
 	ids    []string
 	slots  []uint32
+	defs   []uint32
 	bucket bool // every rule is a bucket rule
 }
 
-// slots numbers rule IDs within the process, so that in-process stores can
-// key state by a small integer instead of a string.
+// slots numbers limit identities (policy name and index) within the
+// process, so that in-process stores can key state by a small integer
+// instead of a string.
 var slots struct {
 	sync.Mutex
 	m map[string]uint32
@@ -166,6 +174,55 @@ func slotOf(id string) uint32 {
 	return n
 }
 
+// defs numbers limit definitions (algorithm, count, period, burst) within
+// the process. rules holds the compiled rule of every number, index 0
+// unused; it only grows, and readers load it without the lock.
+var defs struct {
+	sync.Mutex
+	m     map[defKey]uint32
+	rules atomic.Pointer[[]*algo.Rule]
+}
+
+type defKey struct {
+	alg                  Algorithm
+	count, period, burst int64
+}
+
+func defOf(r algo.Rule) uint32 {
+	k := defKey{r.Algorithm(), r.Count(), int64(r.Period()), r.Burst()}
+	defs.Lock()
+	defer defs.Unlock()
+	if defs.m == nil {
+		defs.m = make(map[defKey]uint32)
+	}
+	if n, ok := defs.m[k]; ok {
+		return n
+	}
+	var rules []*algo.Rule
+	if old := defs.rules.Load(); old != nil {
+		rules = *old
+	} else {
+		rules = []*algo.Rule{nil}
+	}
+	n := uint32(len(rules))
+	rules = append(rules[:len(rules):len(rules)], &r)
+	defs.rules.Store(&rules)
+	defs.m[k] = n
+	return n
+}
+
+// DefRule returns the compiled rule of the definition numbered def, as
+// Policy.Def numbers them, or nil if no policy of the process has that
+// number. In-process stores use it to carry state written under another
+// definition. It is safe for concurrent use and does not lock.
+func DefRule(def uint32) *algo.Rule {
+	rules := defs.rules.Load()
+	if rules == nil || def == 0 || int(def) >= len(*rules) {
+		return nil
+	}
+	return (*rules)[def]
+}
+
 // NewPolicy validates the limits and returns a policy. The name must be
 // non-empty, at most 200 bytes, and free of control characters.
 func NewPolicy(name string, limits ...Limit) (*Policy, error) {
@@ -182,9 +239,10 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 			return nil, fmt.Errorf("policy %q limit %d: %w", name, i, err)
 		}
 		p.rules = append(p.rules, r)
-		id := fmt.Sprintf("%s|%d|%s|%d|%d|%d", name, i, r.Algorithm(), r.Count(), int64(r.Period()), r.Burst())
+		id := fmt.Sprintf("%s|%d", name, i)
 		p.ids = append(p.ids, id)
 		p.slots = append(p.slots, slotOf(id))
+		p.defs = append(p.defs, defOf(r))
 		p.bucket = p.bucket && l.Algorithm.IsBucket()
 	}
 	return p, nil
@@ -202,16 +260,26 @@ func (p *Policy) Len() int { return len(p.rules) }
 // Rule returns the compiled form of limit i, for stores.
 func (p *Policy) Rule(i int) *algo.Rule { return &p.rules[i] }
 
-// ID returns a string that identifies limit i across processes: the policy
-// name, the index and the limit's definition. Stores key their state by
-// these parts (memstore through Slot, redisstore in its key names), so that
-// changing a limit's definition starts it afresh instead of reading state of
-// another shape.
+// ID returns the identity of limit i as a string, "<name>|<i>": the policy
+// name and the index, which identify the limit's state across processes
+// and across changes of its definition. Stores key state by the identity
+// and record with it the definition that wrote it (memstore through Slot
+// and Def; redisstore names its keys after the name and index and keeps the
+// definition in the value).
 func (p *Policy) ID(i int) string { return p.ids[i] }
 
-// Slot returns a process-wide number for ID(i): equal IDs get equal numbers.
-// In-process stores key state by it.
+// Slot returns a process-wide number for ID(i), the identity of limit i:
+// equal identities (the same policy name and index) get equal numbers,
+// whatever their definitions. In-process stores key state by it.
 func (p *Policy) Slot(i int) uint32 { return p.slots[i] }
+
+// Def returns a process-wide number for the definition of limit i (its
+// algorithm, Count, Period and Burst, as compiled): equal definitions get
+// equal numbers, whatever the policies' names. It is never zero.
+// In-process stores record it with a state and, when a decision finds a
+// state recorded under another number, carry it from DefRule of that
+// number to Rule(i).
+func (p *Policy) Def(i int) uint32 { return p.defs[i] }
 
 // CanReserve reports whether every limit is a bucket limit, as Reserve and
 // Wait require.
@@ -276,6 +344,15 @@ func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
 // Store keeps the state of every key and decides atomically. Implementations
 // must pass the conformance suite in package storetest. Every method is safe
 // for concurrent use; the policy and cost have been validated by the caller.
+//
+// A store keeps each limit's state for a key under the limit's identity
+// (Policy.ID: the policy's name and the limit's index) and records with it
+// the definition that wrote it. Take, Reserve and Cancel (and a TakeAll a
+// store decides itself) that find a state written under another definition
+// first carry it to the current one at the decision's time, as package
+// algo's Rule.Carry and its log forms describe, and keep the carried state;
+// Peek carries it without writing; Reset removes the state whatever its
+// definition.
 type Store interface {
 	// Take decides a request of cost n >= 1 for key under p and charges it
 	// to every limit if, and only if, every limit admits it.

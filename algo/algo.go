@@ -30,6 +30,16 @@
 //   - SlidingLog: one timestamp per admitted request; never more than Count
 //     in any window of one Period.
 //
+// # Changing a rule
+//
+// A store keeps a key's state when its limit's definition changes, and
+// carries it to the new rule at the next decision: Rule.Carry (and
+// CarryFromLog, CarryToLog and CarryLog when either rule is SlidingLog)
+// charge the new rule with the units the state used under the old one at
+// that time (Used, LogUsed), a partly used unit counting as used, capped at
+// the new Capacity. A bucket whose Burst alone changed, and a sliding
+// window or log whose Period did not change, keep their state exactly.
+//
 // All Rule methods are safe for concurrent use: a Rule is immutable. State and
 // Log values are not synchronized; the store serializes access to them.
 package algo

@@ -79,7 +79,9 @@ func (r *Rule) EvalLog(lg *Log, now, n int64) Status {
 			}
 		}
 	}
-	s.Remaining = r.count - used
+	// A log carried from a rule of a larger Count can hold more than
+	// Count (see CarryLog): nothing remains then.
+	s.Remaining = max(r.count-used, 0)
 	if used > 0 {
 		newest := now // the request being admitted
 		if first < lg.size {

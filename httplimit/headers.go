@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -22,15 +23,28 @@ const (
 // for quota errors by draft-ietf-httpapi-ratelimit-headers.
 const ProblemType = "https://iana.org/assignments/http-problem-types#quota-exceeded"
 
-// policyItem renders a limit as a RateLimit-Policy list member: the rule's
-// name as a String, q (the quota: Count), w (the window: Period in whole
-// seconds, rounded up) and, for buckets whose Burst differs from Count,
-// sluice-burst.
+// ProblemTypeUnavailable is the type URI of the 503 problem details sent
+// when the store cannot decide and the request is refused: the server's
+// capacity is reduced for a while, whatever the client's use of its quota
+// ("temporary-reduced-capacity", registered by
+// draft-ietf-httpapi-ratelimit-headers).
+const ProblemTypeUnavailable = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+
+// policyItem renders a limit as a RateLimit-Policy list member; see
+// AppendPolicyItem.
 func policyItem(name string, lim sluice.Limit) string {
-	b := make([]byte, 0, 48)
-	b = append(b, '"')
-	b = append(b, name...) // rule names are validated to need no escaping
-	b = append(b, `";q=`...)
+	return string(AppendPolicyItem(make([]byte, 0, 48), name, lim))
+}
+
+// AppendPolicyItem appends lim as a member of a RateLimit-Policy field
+// (draft-ietf-httpapi-ratelimit-headers-11) to b: name as a String, q (the
+// quota: Count), w (the window: Period in whole seconds, rounded up) and, for
+// buckets whose Burst differs from Count, sluice-burst. A name's quotes and
+// backslashes are escaped and any byte a String cannot hold (outside
+// printable ASCII) becomes "?". It is safe for concurrent use.
+func AppendPolicyItem(b []byte, name string, lim sluice.Limit) []byte {
+	b = appendString(b, name)
+	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, lim.Count, 10)
 	b = append(b, ";w="...)
 	b = strconv.AppendInt(b, ceilSeconds(lim.Period), 10)
@@ -38,7 +52,34 @@ func policyItem(name string, lim sluice.Limit) string {
 		b = append(b, ";sluice-burst="...)
 		b = strconv.AppendInt(b, lim.Burst, 10)
 	}
-	return string(b)
+	return b
+}
+
+// AppendLimitItem appends a member of a RateLimit field to b: name as a
+// String (escaped as by AppendPolicyItem), r (the remaining quota, at least
+// 0) and t (reset in whole seconds, rounded up).
+func AppendLimitItem(b []byte, name string, remaining int64, reset time.Duration) []byte {
+	b = appendString(b, name)
+	b = append(b, ";r="...)
+	b = strconv.AppendInt(b, max(remaining, 0), 10)
+	b = append(b, ";t="...)
+	return strconv.AppendInt(b, ceilSeconds(reset), 10)
+}
+
+// appendString appends s as a structured-field String (RFC 9651).
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c > 0x7e:
+			b = append(b, '?')
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
 }
 
 // ceilSeconds returns d in whole seconds, rounded up, at least 1 for any
@@ -51,15 +92,9 @@ func ceilSeconds(d time.Duration) int64 {
 	return int64((d + time.Second - 1) / time.Second)
 }
 
-// appendItem appends a RateLimit list member: the policy name, r (the
-// remaining quota) and t (seconds until it resets).
+// appendItem appends a RateLimit list member; see AppendLimitItem.
 func appendItem(b []byte, name string, remaining int64, reset time.Duration) []byte {
-	b = append(b, '"')
-	b = append(b, name...)
-	b = append(b, `";r=`...)
-	b = strconv.AppendInt(b, max(remaining, 0), 10)
-	b = append(b, ";t="...)
-	return strconv.AppendInt(b, ceilSeconds(reset), 10)
+	return AppendLimitItem(b, name, remaining, reset)
 }
 
 // writeHeaders sets the rate-limit headers of an admitted request for the
@@ -203,14 +238,36 @@ func (l *Limiter) reject(w http.ResponseWriter, c *call) {
 	_, _ = w.Write(b)
 }
 
-// unavailable answers 503 when the store failed and the limiter fails closed.
-func unavailable(w http.ResponseWriter) {
-	const body = `{"type":"about:blank","title":"Service Unavailable","status":503,"detail":"The rate limiter cannot decide; retry shortly.","retry_after":1}` + "\n"
+// unavailable answers 503 when the store could not decide and the request
+// is refused: the limiter fails closed (Options.FailClosed), or the store
+// failed closed by itself. It sends no rate-limit fields, which would tell
+// the client it used a quota it did not use. Retry-After is the longest
+// wait a store that failed closed asked for (its circuit breaker's
+// cooldown), at least 1 second.
+func (l *Limiter) unavailable(w http.ResponseWriter, c *call) {
+	var retry time.Duration
+	for i := range c.events {
+		if e := &c.events[i]; errors.Is(e.Err, ErrFailedClosed) {
+			retry = max(retry, e.Decision.RetryAfter)
+		}
+	}
+	secs := max(ceilSeconds(retry), 1)
+	b := make([]byte, 0, 256)
+	b = append(b, `{"type":"`+ProblemTypeUnavailable+`","title":"Service Unavailable","status":503,"detail":"The rate limiter cannot decide; retry after `...)
+	b = strconv.AppendInt(b, secs, 10)
+	if secs == 1 {
+		b = append(b, ` second."`...)
+	} else {
+		b = append(b, ` seconds."`...)
+	}
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, secs, 10)
+	b = append(b, "}\n"...)
 	h := w.Header()
-	h[headerRetryAfter] = []string{"1"}
+	h[headerRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"}
 	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write([]byte(body))
+	_, _ = w.Write(b)
 }

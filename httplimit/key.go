@@ -22,7 +22,7 @@ const (
 	SourceQuery                    // "query:NAME": the first value of a URL query parameter
 	SourceCookie                   // "cookie:NAME": the value of a cookie
 	SourceMethod                   // "method": the request method
-	SourcePath                     // "path": the URL path
+	SourcePath                     // "path": the URL path as rules match it: cleaned, and lower-cased unless Options.CaseSensitivePaths
 	SourceHost                     // "host": the Host header without its port, lower-cased
 	SourceGlobal                   // "global": one key shared by every request
 )

@@ -21,6 +21,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
@@ -88,12 +89,36 @@ type Options struct {
 	// error. By default such requests are let through (fail open), which
 	// the Observer sees as OutcomeError. Stores with their own failure
 	// policy (redisstore's OnError) rarely return errors.
+	//
+	// A store that fails closed by itself (redisstore with OnError Deny,
+	// or any store whose FailsClosed method reports true) answers a
+	// decision it could not make with a Degraded denial: such a request is
+	// answered 503 whatever FailClosed says, since its client used none of
+	// its quota, and its rules' outcome is OutcomeError with ErrFailedClosed.
 	FailClosed bool
+	// CaseSensitivePaths matches rules' paths, and keys the "path" key
+	// part, case-sensitively. By default they are compared in lower case,
+	// so that "POST /LOGIN" cannot bypass a "/login" rule on an upstream
+	// that routes paths regardless of case (Express, ASP.NET and others
+	// do by default), and the "path" key part is lower-cased, so that a
+	// client cannot split its counter by changing case. Set it only when
+	// the upstream distinguishes paths by case.
+	CaseSensitivePaths bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
 	// Overrides, if set, gives clients (values of Tiers.From) a tier or
 	// limits of their own, ahead of Tiers.Keys. Needs Tiers.From.
 	Overrides Overrides
+}
+
+// ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
+// decide and denied the request for it (see Options.FailClosed).
+var ErrFailedClosed = errors.New("httplimit: the store could not decide and failed closed")
+
+// closedFailer is implemented by stores whose Degraded denials are failures
+// to decide rather than limits (redisstore.Store).
+type closedFailer interface {
+	FailsClosed() bool
 }
 
 // Limiter is the middleware: build one with New, wrap handlers with Handler.
@@ -105,9 +130,13 @@ type Limiter struct {
 	headers    Headers
 	overLimit  string
 	failClosed bool
-	obs        Observer
-	overrides  Overrides
-	pool       sync.Pool
+	// caseSensitive: paths are matched and keyed as sent, not lower-cased.
+	caseSensitive bool
+	// storeFailsClosed: the store's Degraded denials are failures.
+	storeFailsClosed bool
+	obs              Observer
+	overrides        Overrides
+	pool             sync.Pool
 }
 
 // compiled is a rule with its policies built.
@@ -131,14 +160,18 @@ func New(opts Options) (*Limiter, error) {
 		return nil, fmt.Errorf("%w: no store", ErrInvalidRule)
 	}
 	l := &Limiter{
-		store:      opts.Store,
-		ip:         opts.ClientIP,
-		tiers:      opts.Tiers,
-		headers:    opts.Headers,
-		overLimit:  textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
-		failClosed: opts.FailClosed,
-		obs:        opts.Observer,
-		overrides:  opts.Overrides,
+		store:         opts.Store,
+		ip:            opts.ClientIP,
+		tiers:         opts.Tiers,
+		headers:       opts.Headers,
+		overLimit:     textproto.CanonicalMIMEHeaderKey(opts.OverLimitHeader),
+		failClosed:    opts.FailClosed,
+		caseSensitive: opts.CaseSensitivePaths,
+		obs:           opts.Observer,
+		overrides:     opts.Overrides,
+	}
+	if fc, ok := opts.Store.(closedFailer); ok {
+		l.storeFailsClosed = fc.FailsClosed()
 	}
 	if l.ip == nil {
 		r, err := clientip.New(clientip.Options{})
@@ -182,16 +215,21 @@ func New(opts Options) (*Limiter, error) {
 			c.Key = []KeyPart{IP()}
 		}
 		c.Match.Paths = append([]string(nil), r.Match.Paths...)
+		if !l.caseSensitive {
+			for i, p := range c.Match.Paths {
+				c.Match.Paths[i] = lowerPath(p)
+			}
+		}
 		c.Match.Methods = append([]string(nil), r.Match.Methods...)
 		c.Match.Hosts = append([]string(nil), r.Match.Hosts...)
 		if r.Action != Exempt {
 			var err error
-			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Limit); err != nil {
+			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit); err != nil {
 				return nil, err
 			}
 			c.tiers = make(map[string]*tierPolicy, len(r.Tiers))
 			for t, lim := range r.Tiers {
-				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, lim); err != nil {
+				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, r.Name+"#"+t, lim); err != nil {
 					return nil, err
 				}
 			}
@@ -205,8 +243,13 @@ func New(opts Options) (*Limiter, error) {
 	return l, nil
 }
 
-func newTierPolicy(store sluice.Store, name string, lim sluice.Limit) (*tierPolicy, error) {
-	p, err := sluice.NewPolicy(name, lim)
+// newTierPolicy returns the policy of a rule's limit for one tier, named
+// policy: the rule's name for its default limit, "<rule>#<tier>" for a
+// tier's, so that each tier keeps its own counters (policies of the same
+// name share state, and '#' cannot appear in a rule's name). Headers name
+// the rule.
+func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit) (*tierPolicy, error) {
+	p, err := sluice.NewPolicy(policy, lim)
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
 	}
@@ -251,9 +294,10 @@ const (
 	OutcomeExempt                       // "exempt": an Exempt rule let it through unchecked
 	OutcomeError                        // "error": the store failed; let through, or 503 if FailClosed
 	OutcomeSkipped                      // "skipped": the rule did not apply (a key part was missing, or the request was rejected first)
+	OutcomeCanceled                     // "canceled": the client went away while the request waited out a Delay rule's delay; not served, its turn given back
 )
 
-var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped"}
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled"}
 
 // String returns the outcome's metric label, such as "shadow_limited".
 func (o Outcome) String() string {
@@ -273,22 +317,27 @@ type Observer interface {
 
 // Event describes the decision for one request.
 type Event struct {
-	// Outcome is the request's: allowed, limited, delayed, exempt or error
-	// (a Shadow or Soft rule's outcome is only in Rules).
+	// Outcome is the request's: allowed, limited, delayed, exempt, error or
+	// canceled (a Shadow or Soft rule's outcome is only in Rules).
 	Outcome Outcome
 	// Rules are the rules that matched, in order.
 	Rules []RuleEvent
 	// Latency is the time spent deciding, not counting any delay.
 	Latency time.Duration
-	// Delay is how long the request waited for its turn.
+	// Delay is how long the request waited for its turn. For a canceled
+	// request it is how long it had waited when its client went away, not
+	// the delay it was given.
 	Delay time.Duration
 }
 
 // RuleEvent is one rule's part in a decision.
 type RuleEvent struct {
-	Rule    string
-	Action  Action
-	Tier    string // the tier whose limit applied; "" for the rule's default Limit
+	Rule   string
+	Action Action
+	// Tier is the tier whose limit applied: Options.Tiers.Default when the
+	// rule's Limit applied (the rule has no override for the request's
+	// tier, or no tiers at all); "" for Exempt and skipped rules.
+	Tier    string
 	Outcome Outcome
 	// Key is the rule's composite key for the request. It may identify a
 	// person: log it only in a non-reversible form.
@@ -335,6 +384,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		r.Header.Del(l.overLimit)
 	}
 	p := cleanPath(r.URL.Path)
+	if !l.caseSensitive {
+		p = lowerPath(p)
+	}
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
 
@@ -356,13 +408,13 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // see Handler
-	denied, failed := l.decide(ctx, c)
+	denied, closed, failed := l.decide(ctx, c)
 	switch {
-	case failed && l.failClosed:
+	case (failed && l.failClosed) || (closed && !denied):
 		ev.Outcome = OutcomeError
 		l.cancel(ctx, c)
 		l.observe(r, ev, start)
-		unavailable(w)
+		l.unavailable(w, c)
 		return
 	case denied:
 		ev.Outcome = OutcomeLimited
@@ -382,13 +434,21 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 	l.writeHeaders(w.Header(), c)
 	if delay := c.maxDelay(); delay > 0 {
+		waitStart := time.Now()
 		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
+			// The client left: not a store failure, and not a delay
+			// served. Its reservations are given back.
 			t.Stop()
 			l.cancel(ctx, c)
-			ev.Outcome, ev.Delay = OutcomeError, delay
+			for i := range c.events {
+				if e := &c.events[i]; e.Action == Delay && (e.Outcome == OutcomeAllowed || e.Outcome == OutcomeDelayed) {
+					e.Outcome = OutcomeCanceled
+				}
+			}
+			ev.Outcome, ev.Delay = OutcomeCanceled, time.Since(waitStart)
 			if l.obs != nil {
 				l.obs.Observe(r, ev)
 			}
@@ -412,9 +472,12 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 	}
 }
 
-// match collects the rules that apply to r, with their keys and policies,
-// into c, stopping at the first Exempt rule. It reports whether an Exempt
-// rule matched.
+// match collects the rules that apply to r, whose path as rules see it
+// (cleaned, and lower-cased unless paths are case-sensitive) is p, with
+// their keys and policies, into c, stopping at the first Exempt rule. It
+// reports whether an Exempt rule matched. The "path" key part is p, so
+// that every spelling of a path that a rule matches as one shares one
+// counter.
 func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 	var (
 		client  clientState
@@ -444,7 +507,10 @@ func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 			case k.Source == SourceIP:
 				ipStart, ipEnd = l.appendIP(c, r, ipStart, ipEnd)
 			default:
-				v, ok := k.value(r)
+				v, ok := p, true
+				if k.Source != SourcePath {
+					v, ok = k.value(r)
+				}
 				switch {
 				case ok:
 					c.keyBuf = appendValue(c.keyBuf, tagOf(k), v)
@@ -502,9 +568,11 @@ func tagOf(k KeyPart) byte {
 }
 
 // decide charges the Delay and Reject rules: all of them or none. It
-// reports whether the request was denied, and whether a store error let a
-// rule through unchecked.
-func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
+// reports whether a rule denied the request, whether the store failed
+// closed for one (a Degraded denial from a store that fails closed: the
+// request is refused, but no limit denied it), and whether a store error let
+// a rule through unchecked.
+func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed bool) {
 	for i := range c.events {
 		e, tp := &c.events[i], c.policies[i]
 		if tp == nil || e.Action != Delay {
@@ -514,10 +582,14 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 		switch {
 		case err != nil:
 			e.Outcome, e.Err, failed = OutcomeError, err, true
+		case !res.Allowed && res.Degraded && l.storeFailsClosed:
+			e.Outcome, e.Decision, e.Err = OutcomeError, res.Decision, ErrFailedClosed
+			l.skipRest(c, i+1)
+			return false, true, failed
 		case !res.Allowed:
 			e.Outcome, e.Decision = OutcomeLimited, res.Decision
 			l.skipRest(c, i+1)
-			return true, failed
+			return true, false, failed
 		default:
 			e.Decision = res.Decision
 			if res.Delay > 0 {
@@ -533,7 +605,7 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 		}
 	}
 	if len(c.reqs) == 0 {
-		return false, failed
+		return false, false, failed
 	}
 	if cap(c.out) < len(c.reqs) {
 		c.out = make([]sluice.Decision, len(c.reqs))
@@ -548,17 +620,23 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, failed bool) {
 			e.Outcome, e.Err, failed = OutcomeError, err, true
 		case ok:
 			e.Decision = c.out[j]
+		case !c.out[j].Allowed && c.out[j].Degraded && l.storeFailsClosed:
+			e.Outcome, e.Decision, e.Err = OutcomeError, c.out[j], ErrFailedClosed
+			closed = true
 		case !c.out[j].Allowed && !c.out[j].Time.IsZero(): // a zero Decision was not decided
 			e.Outcome, e.Decision = OutcomeLimited, c.out[j]
+			denied = true
 		default:
 			e.Outcome, e.Decision = OutcomeSkipped, c.out[j]
 		}
 	}
 	if err == nil && !ok {
 		l.skipRest(c, 0)
-		return true, failed
+		// Refused: by a limit, unless every denial was the store failing
+		// closed.
+		return denied || !closed, closed, failed
 	}
-	return false, failed
+	return false, false, failed
 }
 
 // skipRest marks the Shadow and Soft rules, and the undecided rules from
@@ -596,6 +674,9 @@ func (l *Limiter) chargeNonBlocking(ctx context.Context, c *call) {
 		switch {
 		case err != nil:
 			e.Outcome = OutcomeError
+		case !d.Allowed && d.Degraded && l.storeFailsClosed:
+			// Not over the limit: the store could not tell.
+			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
 		case d.Allowed:
 		case e.Action == Shadow:
 			e.Outcome = OutcomeShadowLimited
@@ -616,6 +697,17 @@ func (c *call) maxDelay() time.Duration {
 		d = max(d, c.resv[i].Delay)
 	}
 	return d
+}
+
+// lowerPath returns p in lower case, without allocating when it has no
+// upper-case letter.
+func lowerPath(p string) string {
+	for i := 0; i < len(p); i++ {
+		if b := p[i]; b >= 0x80 || 'A' <= b && b <= 'Z' {
+			return strings.ToLower(p)
+		}
+	}
+	return p
 }
 
 // cleanPath returns the path rules are matched against: cleaned, so that

@@ -265,8 +265,10 @@ func TestTiers(t *testing.T) {
 		eq(t, "tier in event", e.obs.last(t).Rules[0].Tier, "premium")
 		unknown := req{target: "/", header: map[string]string{"X-API-Key": "k2", "X-Plan": "platinum"}}
 		eq(t, "unknown tier gets default", strings.Join(intStrings(e.statuses(2, unknown)), ","), "200,429")
+		eq(t, "default tier named in event", e.obs.last(t).Rules[0].Tier, "free")
 		none := req{target: "/", header: map[string]string{"X-API-Key": "k3"}}
 		eq(t, "no tier gets default", strings.Join(intStrings(e.statuses(2, none)), ","), "200,429")
+		eq(t, "default tier named in event", e.obs.last(t).Rules[0].Tier, "free")
 	})
 	t.Run("from key table", func(t *testing.T) {
 		e := newEnv(t, httplimit.Options{Rules: []httplimit.Rule{rule}, Tiers: httplimit.Tiers{

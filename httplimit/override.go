@@ -119,7 +119,7 @@ type clientState struct {
 // tier's, else the default.
 func (l *Limiter) policyOf(rule *compiled, r *http.Request, st *clientState) (*tierPolicy, string) {
 	if len(rule.tiers) == 0 && l.overrides == nil {
-		return rule.def, ""
+		return rule.def, l.tiers.Default
 	}
 	if !st.done {
 		st.done = true
@@ -131,7 +131,7 @@ func (l *Limiter) policyOf(rule *compiled, r *http.Request, st *clientState) (*t
 	if t, ok := rule.tiers[st.tier]; ok {
 		return t, st.tier
 	}
-	return rule.def, ""
+	return rule.def, l.tiers.Default
 }
 
 // tierOf returns the request's tier name and its client's override, if any.

@@ -94,7 +94,9 @@ type Match struct {
 	// Paths are exact paths ("/login"), or prefixes ending in "/*"
 	// ("/api/export/*" matches "/api/export" and everything below it; "/*"
 	// matches every path). The request's cleaned URL path is compared, so
-	// "/api//export/../search" counts as "/api/search".
+	// "/api//export/../search" counts as "/api/search", and in lower case
+	// unless Options.CaseSensitivePaths is set, so "/LOGIN" counts as
+	// "/login".
 	Paths []string
 	// Methods are HTTP methods, compared case-sensitively as HTTP requires.
 	Methods []string

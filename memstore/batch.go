@@ -72,7 +72,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 			b  int
 			st algo.Status
 		)
-		b, st, chs = sh.evaluate(r.Policy, h[i].k0, h[i].k1, clocks{now: sec, seen: sh.tick()}, now, r.N, chs)
+		b, st, chs = sh.evaluate(s, r.Policy, h[i].k0, h[i].k1, clocks{now: sec, seen: sh.tick(), ns: now}, now, r.N, true, chs)
 		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
 		ok = ok && st.Allowed
 		if !st.Allowed {
@@ -83,7 +83,7 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 		from := 0
 		for i, r := range reqs {
 			sh, to := h[i].sh, from+r.Policy.Len()
-			sh.charge(s, r.Policy, chs[from:to], clocks{now: sec, seen: sh.tick()}, now, r.N)
+			sh.charge(s, r.Policy, chs[from:to], clocks{now: sec, seen: sh.tick(), ns: now}, now, r.N)
 			from = to
 			if admitted := (algo.Status{Allowed: true}); sh.concerns(admitted) {
 				sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, 0, admitted) // clears a hint for the key

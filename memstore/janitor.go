@@ -52,7 +52,7 @@ func (sh *shard) sweep(now uint32) int {
 		i = 0
 	}
 	for n := min(sweepSlots, len(t.slots)); n > 0; {
-		if e := &t.slots[i]; e.id.a != 0 && e.exp <= now {
+		if e := &t.slots[i]; e.a != 0 && e.exp <= now {
 			// remove shifts a later entry into i: look at i again, without
 			// counting it as another slot, so that a pass covers its whole
 			// stretch however many entries it removes.

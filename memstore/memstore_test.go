@@ -143,13 +143,10 @@ func TestEvictionCapsEntries(t *testing.T) {
 // reference store that is never full answers the same requests at the
 // same times, and the two must agree.
 //
-// The store holds at most 1000 entries in 4 shards and evicts the least
-// recently seen of a sample of 8, but it records recency in whole seconds:
-// when the flood brings more than a shard's worth of keys per second, the
-// hot key is as "old" as the flood keys and is evicted as often as any of
-// them. A two-limit policy fares worse: a denied decision does not refresh
-// recency at all (see TestDeniedDecisionRefreshesRecency), so even a slow
-// flood evicts the hot key.
+// The store holds at most 1000 entries in 4 shards. The hot key, at its
+// limit, is worth the most to keep, and the flood's keys, one request of
+// 10 each, little: eviction takes the least valuable entry of a sample, so
+// the hot key keeps its state at every flood rate.
 func TestFloodCannotResetHotKey(t *testing.T) {
 	const flood, every = 50_000, 10
 	for _, pc := range []struct {

@@ -52,7 +52,7 @@ func TestTableMatchesMap(t *testing.T) {
 		switch x := rng.IntN(10); {
 		case x < 4 || len(ids) == 0: // insert a new id
 			// The top bits pick the home slot: four of them.
-			k := id{a: uint64(rng.IntN(4))<<62 | rng.Uint64()>>40 | 1, b: rng.Uint64()}
+			k := id{a: uint64(rng.IntN(4))<<62 | rng.Uint64()>>40 | 1, b: rng.Uint32()}
 			if _, ok := want[k]; ok {
 				continue
 			}
@@ -190,7 +190,7 @@ func TestSweepShrinksShard(t *testing.T) {
 	}
 	var zero algo.State
 	for i := range sh.tab.slots {
-		if e := &sh.tab.slots[i]; e.id.a != 0 && e.st == zero {
+		if e := &sh.tab.slots[i]; e.a != 0 && e.st == zero {
 			t.Errorf("slot %d holds a zero state", i)
 		}
 	}
@@ -241,7 +241,7 @@ func TestTableGrowth(t *testing.T) {
 	var sizes []int
 	for k := uint64(1); len(sizes) < 6; k++ {
 		n := len(tab.slots)
-		tab.insert(id{a: k*0x9e3779b97f4a7c15 | 1, b: k})
+		tab.insert(id{a: k*0x9e3779b97f4a7c15 | 1, b: uint32(k)})
 		if len(tab.slots) != n {
 			sizes = append(sizes, len(tab.slots))
 		}

@@ -6,19 +6,24 @@ import (
 	"github.com/sluicehq/sluice/algo"
 )
 
-// id identifies one limit's state for one key: a 128-bit keyed hash of the
-// key and the limit's policy slot. The store keeps no key bytes: an entry
-// costs the same 48 bytes whatever the key's length, holds no pointer for
-// the garbage collector to scan, and a lookup never follows a pointer to
-// compare keys. The hash is seeded randomly per store, so clients cannot
-// aim for collisions; by accident, two of a million keys share an id with a
-// probability below 10^-26.
-type id struct{ a, b uint64 }
+// id identifies one limit's state for one key: a 96-bit keyed hash of the
+// key and the limit's identity (its policy's Slot: the policy name and the
+// limit's index). The store keeps no key bytes: an entry costs the same 48
+// bytes whatever the key's length, holds no pointer for the garbage
+// collector to scan, and a lookup never follows a pointer to compare keys.
+// The hash is seeded randomly per store, so clients cannot aim for
+// collisions. By accident, with one bit of the 96 fixed, two of 10^6
+// entries share an id with a probability of about
+// (10^6)^2/2 / 2^95 ≈ 1.3×10^-17, and two of 10^9 entries with about 10^-11.
+type id struct {
+	a uint64
+	b uint32
+}
 
 // entryID derives the id of limit slot's state from the key's two hashes.
 // The low bit of a is forced so that no id has a == 0, the empty marker.
 func entryID(k0, k1 uint64, slot uint32) id {
-	return id{fmix(k0^uint64(slot)*0x9e3779b97f4a7c15) | 1, fmix(k1 ^ uint64(slot)*0xc2b2ae3d27d4eb4f)}
+	return id{fmix(k0^uint64(slot)*0x9e3779b97f4a7c15) | 1, uint32(fmix(k1 ^ uint64(slot)*0xc2b2ae3d27d4eb4f))}
 }
 
 // fmix is MurmurHash3's 64-bit finalizer: every input bit affects every
@@ -51,13 +56,21 @@ type table struct {
 	rng   uint64 // xorshift state for eviction samples
 }
 
-// entry is one limit's state for one key: 48 bytes, no pointers.
+// entry is one limit's state for one key: 48 bytes, no pointers. Its id is
+// kept as two fields (a, b) rather than an id so that def fills what would
+// be the id's padding.
 type entry struct {
-	id   id
+	a    uint64 // id.a; zero marks an empty slot
+	b    uint32 // id.b
+	def  uint32 // the definition that wrote st (sluice.Policy.Def)
 	st   algo.State
 	seen uint32 // the shard's access tick at the last access
 	exp  uint32 // when st is fresh again, seconds since the base, rounded up
 }
+
+func (e *entry) id() id { return id{e.a, e.b} }
+
+func (e *entry) is(k id) bool { return e.a == k.a && e.b == k.b }
 
 const minSlots = 16
 
@@ -85,10 +98,10 @@ func (t *table) next(i uint64) uint64 {
 func (t *table) lookup(k id) (uint64, bool) {
 	for i := t.home(k.a); ; i = t.next(i) {
 		e := &t.slots[i]
-		if e.id == k {
+		if e.is(k) {
 			return i, true
 		}
-		if e.id.a == 0 {
+		if e.a == 0 {
 			return i, false
 		}
 	}
@@ -102,7 +115,7 @@ func (t *table) insert(k id) uint64 {
 	}
 	i, _ := t.lookup(k)
 	t.used++
-	t.slots[i] = entry{id: k}
+	t.slots[i] = entry{a: k.a, b: k.b}
 	return i
 }
 
@@ -122,11 +135,11 @@ func (t *table) resize(n int) {
 	old := t.slots
 	t.slots = make([]entry, n)
 	for i := range old {
-		if old[i].id.a == 0 {
+		if old[i].a == 0 {
 			continue
 		}
-		j := t.home(old[i].id.a)
-		for t.slots[j].id.a != 0 {
+		j := t.home(old[i].a)
+		for t.slots[j].a != 0 {
 			j = t.next(j)
 		}
 		t.slots[j] = old[i]
@@ -138,8 +151,8 @@ func (t *table) resize(n int) {
 func (t *table) remove(i uint64) {
 	t.slots[i] = entry{}
 	t.used--
-	for j := t.next(i); t.slots[j].id.a != 0; j = t.next(j) {
-		home := t.home(t.slots[j].id.a)
+	for j := t.next(i); t.slots[j].a != 0; j = t.next(j) {
+		home := t.home(t.slots[j].a)
 		// The entry at j stays unless the hole at i lies on its probe
 		// path, that is unless its home is cyclically within (i, j].
 		if (i <= j && i < home && home <= j) || (i > j && (i < home || home <= j)) {
@@ -156,37 +169,4 @@ func (t *table) random() uint64 {
 	t.rng ^= t.rng >> 7
 	t.rng ^= t.rng << 17
 	return t.rng
-}
-
-// candidate picks an entry to evict, sparing the ids in keep: an expired one
-// among a sample of up to evictSample entries if there is one (reported with
-// expired set), otherwise the least recently seen of the sample. It returns
-// the entry's age in access ticks.
-func (t *table) candidate(keep []id, c clocks) (idx uint64, age uint32, expired, ok bool) {
-	if t.used == 0 {
-		return 0, 0, false, false
-	}
-	i := t.home(t.random())
-	looked := 0
-outer:
-	for n := 0; n < len(t.slots) && looked < evictSample; n, i = n+1, t.next(i) {
-		e := &t.slots[i]
-		if e.id.a == 0 {
-			continue
-		}
-		for _, k := range keep {
-			if e.id == k {
-				continue outer
-			}
-		}
-		looked++
-		if e.exp <= c.now {
-			return i, 0, true, true
-		}
-		// Ticks wrap around; the difference is the age all the same.
-		if a := c.seen - e.seen; !ok || a > age {
-			idx, age, ok = i, a, true
-		}
-	}
-	return idx, age, false, ok
 }

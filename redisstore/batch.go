@@ -94,7 +94,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 // batchCall decides reqs, of limits limits in all, whole or not at all, in
 // one call of script, and returns its reply.
 func (s *Store) batchCall(ctx context.Context, reqs []sluice.Request, comp []*compiled, limits int, script *rueidis.Lua) ([]int64, error) {
-	if !s.breaker.allow() {
+	if !s.admit() {
 		return nil, ErrCircuitOpen
 	}
 	keys, args := batchArgs("batch", s.scriptNow(), limits, 0)

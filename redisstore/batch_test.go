@@ -2,7 +2,6 @@ package redisstore_test
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
@@ -160,12 +159,8 @@ func TestTakeAllCluster(t *testing.T) {
 		return n
 	}
 	// Every node has the script, so that no call is a NOSCRIPT retry.
-	lua, err := os.ReadFile("plain.lua")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, node := range nodes {
-		node.Do(t, "SCRIPT", "LOAD", string(lua))
+		node.Do(t, "SCRIPT", "LOAD", redisstore.PlainLua)
 	}
 	for i, want := range []int{4, 4, 2, 0, 0} {
 		before := calls()

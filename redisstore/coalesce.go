@@ -181,7 +181,7 @@ func (w *waiter) release() {
 func (s *Store) sendBatch(batch []*waiter) {
 	cctx, cancel := context.WithDeadline(context.Background(), batch[0].start.Add(s.deadlines.timeout))
 	defer cancel()
-	if !s.breaker.allow() {
+	if !s.admit() {
 		for _, w := range batch {
 			w.err = ErrCircuitOpen
 		}

@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -48,14 +49,26 @@ func connectLater(s *Store, co rueidis.ClientOption, first error) *connector {
 			client, err := rueidis.NewClient(co)
 			if err == nil {
 				s.conn.Store(&clientBox{client})
+				s.changed()
 				return
 			}
 			c.fail(co, err)
-			wait = min(2*wait, 5*time.Second)
+			wait = nextConnect(wait, rand.Float64())
 			t.Reset(wait)
 		}
 	})
 	return c
+}
+
+// nextConnect returns the wait before the next attempt to connect after one
+// that came wait after the previous: doubling from 100ms up to about a
+// second (jittered by ±25% with j in [0, 1)), so that a store connects
+// within about a second of Redis's return however long it was away.
+func nextConnect(wait time.Duration, j float64) time.Duration {
+	if 2*wait < 750*time.Millisecond {
+		return 2 * wait
+	}
+	return time.Duration((0.75 + 0.5*j) * float64(time.Second))
 }
 
 func (c *connector) fail(co rueidis.ClientOption, err error) {

@@ -15,7 +15,8 @@ import (
 // Without ConnectLater, New refuses an unreachable Redis. With it, New
 // succeeds, every decision follows OnError (here the local fallback, which
 // still enforces the limit) with ErrNotConnected, and once Redis is up the
-// store connects by itself and decides there.
+// store connects by itself and decides there, and OnStateChange hears of
+// it.
 func TestConnectLater(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
@@ -25,7 +26,8 @@ func TestConnectLater(t *testing.T) {
 		t.Fatalf("New with Redis down: got a store, want an error")
 	}
 	var fails failures
-	store := open(t, redisstore.Options{URL: url, ConnectLater: true, Timeout: slow, OnFailure: fails.record})
+	var tr transitions
+	store := open(t, redisstore.Options{URL: url, ConnectLater: true, Timeout: slow, OnFailure: fails.record, OnStateChange: tr.record})
 	if !store.Degraded() {
 		t.Errorf("Degraded before connecting: false, want true")
 	}
@@ -49,6 +51,10 @@ func TestConnectLater(t *testing.T) {
 		func() string { return "decisions still degraded with Redis up" })
 	if store.Degraded() {
 		t.Errorf("Degraded after connecting: true, want false")
+	}
+	// The store started degraded without a call; connecting left it.
+	if got, want := tr.list(), []string{"false (error set: false)"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("OnStateChange calls: got %v, want %v", got, want)
 	}
 	if err := store.Ping(context.Background()); err != nil {
 		t.Errorf("Ping after connecting: %v", err)

@@ -1,6 +1,7 @@
 package redisstore_test
 
 import (
+	"fmt"
 	"log"
 	"net"
 	"net/http"
@@ -41,4 +42,18 @@ func ExampleNew() {
 		}
 		w.Write([]byte("results"))
 	})
+}
+
+// A configuration loader refuses, before serving, a limit the Redis store
+// cannot run.
+func ExampleCheckLimit() {
+	for _, l := range []sluice.Limit{
+		{Algorithm: sluice.GCRA, Count: 10, Period: time.Second},
+		{Algorithm: sluice.GCRA, Count: 10, Period: 1500 * time.Nanosecond},
+	} {
+		fmt.Println(redisstore.CheckLimit(l))
+	}
+	// Output:
+	// <nil>
+	// redisstore: unsupported limit: period 1.5µs is not a whole number of microseconds (Redis keeps time in microseconds)
 }

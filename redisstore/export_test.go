@@ -42,3 +42,11 @@ func Each(s *Store, groups [][]sluice.Request) ([][]sluice.Decision, error) {
 	}
 	return out, nil
 }
+
+// SetBreakerClock makes s's circuit breaker read now instead of the wall
+// clock, so that tests can let minutes of an outage pass at once.
+func SetBreakerClock(s *Store, now func() time.Time) { s.breaker.now = now }
+
+// PlainLua is the text of the script the store sends for policies in plain
+// arithmetic, carry.lua included.
+var PlainLua = plainLua

@@ -262,8 +262,8 @@ func TestCircuitBreaker(t *testing.T) {
 	if !store.Degraded() {
 		t.Fatalf("after 3 failures (threshold 3): Degraded() = false, want true")
 	}
-	// Open: decisions do not wait for Redis, though it still hangs. (One
-	// of them may be a probe once the cooldown passes, and wait.)
+	// Open: decisions do not wait for Redis, though it still hangs; the
+	// breaker's probes (PINGs) wait in the background, not in decisions.
 	fast := 0
 	var slowest time.Duration
 	for range 10 {

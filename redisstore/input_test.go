@@ -48,6 +48,36 @@ func TestUnsupportedPeriod(t *testing.T) {
 	}
 }
 
+// CheckLimit lets a configuration loader refuse, before serving, what the
+// store's methods would refuse on every decision: a valid limit whose period
+// is not a whole number of microseconds (ErrUnsupportedLimit) and an invalid
+// limit (sluice.ErrInvalidLimit); it accepts what the store runs.
+func TestCheckLimit(t *testing.T) {
+	tests := []struct {
+		limit sluice.Limit
+		want  error // nil: accepted
+	}{
+		{sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Second}, nil},
+		{sluice.Limit{Algorithm: sluice.TokenBucket, Count: 3, Period: time.Microsecond, Burst: 5}, nil},
+		{sluice.Limit{Algorithm: sluice.SlidingLog, Count: 3, Period: 1500 * time.Microsecond}, nil},
+		{sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10, Period: time.Second + 500*time.Nanosecond}, redisstore.ErrUnsupportedLimit},
+		{sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: 999 * time.Nanosecond}, redisstore.ErrUnsupportedLimit},
+		{sluice.Limit{Algorithm: sluice.GCRA, Count: 0, Period: time.Second}, sluice.ErrInvalidLimit},
+		{sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10, Period: time.Second, Burst: 3}, sluice.ErrInvalidLimit},
+	}
+	for _, tt := range tests {
+		err := redisstore.CheckLimit(tt.limit)
+		switch {
+		case tt.want == nil && err != nil:
+			t.Errorf("CheckLimit(%v): got %v, want nil", tt.limit, err)
+		case tt.want != nil && !errors.Is(err, tt.want):
+			t.Errorf("CheckLimit(%v): got %v, want an error wrapping %v", tt.limit, err, tt.want)
+		case errors.Is(err, redisstore.ErrUnsupportedLimit) && !strings.Contains(err.Error(), "microseconds"):
+			t.Errorf("CheckLimit(%v): error %q does not say why", tt.limit, err)
+		}
+	}
+}
+
 // New fails with an error naming the problem, and within a bound, when it
 // cannot build a client or reach Redis.
 func TestNewFails(t *testing.T) {

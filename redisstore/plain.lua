@@ -11,9 +11,13 @@
 -- and no tables but its reply (and, for policies of several limits, one
 -- table of pending writes per request): the
 -- algorithms are inline in the main loop and their arithmetic is plain
--- operators.
+-- operators. Carrying a state written under another definition (carry.lua,
+-- put in below by the store) is built only when a decision needs it.
 
 local floor = math.floor
+
+-- carry, built on first use: see carry.lua.
+local carry
 
 -- divmod returns floor(x/d) and x mod d for integers 0 <= x < 2^52 and
 -- 0 < d < 2^52: the quotient in floating point, corrected by one if the
@@ -65,7 +69,7 @@ local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(A
 -- limits or to none, in order, as if by calls of "take" one after the
 -- other at the same time.
 local costs, groups, gend
-if op == 'batch' or op == 'each' then costs = 5 + nl * 7 end
+if op == 'batch' or op == 'each' then costs = 5 + nl * 8 end
 if op == 'each' then groups, gend = costs + nl + 1, tonumber(ARGV[costs + nl + 1]) end
 local now, slack
 if ARGV[3] ~= '' then
@@ -75,20 +79,26 @@ else
   now, slack = t[1] * 1000000 + t[2], 0
 end
 
--- The state of a limit, as in algo.State: three doubles (struct.pack
--- '<ddd'; every state value is an integer below 2^53), or nothing for a
--- fresh key. The text form "T A B" of earlier versions is still read. The
--- main loop decodes inline; cancel and reserve use load.
+-- The state of a limit: its definition, "alg:count:period:burst;" (the
+-- last of each limit's arguments), then as in algo.State three doubles
+-- (struct.pack '<ddd'; every state value is an integer below 2^53), or
+-- nothing for a fresh key. A state written under another definition is
+-- carried to the limit's (carry.lua) and, except by peek, stored so. The
+-- main loop decodes inline; cancel and reserve use load, for limit i.
 local load
 if op == 'cancel' or op == 'reserve' then
-  load = function(key)
+  load = function(i)
+    local b = 5 + (i - 1) * 8
+    local key, def = KEYS[2 * i - 1], ARGV[b + 8]
     local v = redis.call('GET', key)
-    if v then
-      if #v == 24 then return struct.unpack('<ddd', v) end
-      local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
-      if a then return tonumber(a), tonumber(b), tonumber(c) end
-    end
-    return 0, 0, 0
+    if not v then return 0, 0, 0 end
+    if #v == #def + 24 and string.sub(v, 1, #def) == def then return struct.unpack('<ddd', v, #def + 1) end
+    carry = carry or (function()
+--[[carry.lua]]
+    end)()
+    local T, A, B = carry(v, def, {tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]),
+      tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])}, now, key, KEYS[2 * i], slack, true)
+    return T, A, B
   end
 end
 
@@ -96,11 +106,11 @@ if op == 'cancel' then
   -- algo.Rule.Refund for every limit (all are buckets).
   if arg > now then
     for i = 1, nl do
-      local b = 5 + (i - 1) * 7
+      local b = 5 + (i - 1) * 8
       local alg, burst, l, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
       local cap = burst * p
-      local key = KEYS[2 * i - 1]
-      local T, A, B = load(key)
+      local key, def = KEYS[2 * i - 1], ARGV[b + 8]
+      local T, A, B = load(i)
       if not (T == 0 and A == 0 and B == 0) then
         local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, 0)
         if d == 0 then
@@ -109,7 +119,7 @@ if op == 'cancel' then
           local at, v = now
           if alg == 2 then
             local q, frac = divmod(d, l)
-            v = struct.pack('<ddd', now + q, frac, 0)
+            v = def .. struct.pack('<ddd', now + q, frac, 0)
           else
             if cap < d then
               -- More debt than a bucket holds: anchor at the first whole µs
@@ -121,9 +131,9 @@ if op == 'cancel' then
             end
             local used, rem = divmod(d, p)
             if rem == 0 then
-              v = struct.pack('<ddd', at, burst - used, 0)
+              v = def .. struct.pack('<ddd', at, burst - used, 0)
             else
-              v = struct.pack('<ddd', at, burst - used - 1, p - rem)
+              v = def .. struct.pack('<ddd', at, burst - used - 1, p - rem)
             end
           end
           local reset, r = divmod(d, l)
@@ -141,9 +151,9 @@ local at, wait, commit = now, 0, op == 'take' or op == 'batch' or op == 'each'
 if op == 'peek' then n = 0 end
 if op == 'reserve' then
   for i = 1, nl do
-    local b = 5 + (i - 1) * 7
+    local b = 5 + (i - 1) * 8
     local alg, burst, l, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
-    local T, A, B = load(KEYS[2 * i - 1])
+    local T, A, B = load(i)
     local d = 0
     if not (T == 0 and A == 0 and B == 0) then
       if alg == 2 then
@@ -176,18 +186,20 @@ local function write(pend)
     if type(v) == 'string' then
       redis.call('SET', key, v, 'PX', ttl)
     else
-      -- Record a sliding_log request (algo.Log.record).
+      -- Record a sliding_log request (algo.Log.record): the entries lie in
+      -- the auxiliary key, the state key holds the definition, sum and seq.
       local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
-      local period = tonumber(ARGV[5 + (i - 1) * 7 + 3])
+      local b = 5 + (i - 1) * 8
+      local period, log = tonumber(ARGV[b + 3]), KEYS[2 * i]
       if live ~= sum then
-        redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))
+        redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.0f', at - period))
         sum = live
       end
       seq = seq + 1
       sum = sum + n
-      redis.call('ZADD', key, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
-      redis.call('PEXPIRE', key, ttl)
-      redis.call('SET', KEYS[2 * i], string.format('%.0f %.0f', sum, seq), 'PX', ttl)
+      redis.call('ZADD', log, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
+      redis.call('PEXPIRE', log, ttl)
+      redis.call('SET', key, ARGV[b + 8] .. struct.pack('<dd', sum, seq), 'PX', ttl)
     end
   end
 end
@@ -197,9 +209,9 @@ end
 -- "each", every limit of that request).
 local out, all, pend = {now, wait}, true, nil
 for i = 1, nl do
-  local b = 5 + (i - 1) * 7
+  local b = 5 + (i - 1) * 8
   local alg, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
-  local key = KEYS[2 * i - 1]
+  local key, def = KEYS[2 * i - 1], ARGV[b + 8]
   local ok, remaining, retry, reset = false, 0, 0, 0
   local v -- the new state, when admitted and charged
   local n = n
@@ -207,14 +219,33 @@ for i = 1, nl do
   local cost = n
   if n == 0 then cost = 1 end
   local T, A, B = 0, 0, 0
-  if alg ~= 5 then
-    local s = redis.call('GET', key)
-    if s then
-      if #s == 24 then
-        T, A, B = struct.unpack('<ddd', s)
+  -- For sliding_log: the sum and seq of the state key, and, for a log
+  -- carried by peek (nothing written), the units of its one entry at now.
+  local sum, seq, vlog = 0, 0, nil
+  local s = redis.call('GET', key)
+  if s then
+    local size = #def + 24
+    if alg == 5 then size = #def + 16 end
+    if #s == size and string.sub(s, 1, #def) == def then
+      if alg ~= 5 then
+        T, A, B = struct.unpack('<ddd', s, #def + 1)
       else
-        local x, y, z = string.match(s, '^(%d+) (%d+) (%d+)$')
-        if x then T, A, B = tonumber(x), tonumber(y), tonumber(z) end
+        sum, seq = struct.unpack('<dd', s, #def + 1)
+      end
+    else
+      carry = carry or (function()
+--[[carry.lua]]
+      end)()
+      local x, y, z = carry(s, def, {alg, count, period, tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]),
+        tonumber(ARGV[b + 6])}, now, key, KEYS[2 * i], slack, op ~= 'peek')
+      if alg ~= 5 then
+        T, A, B = x, y, z
+      elseif x == 'keep' then
+        sum, seq = y, z
+      elseif op == 'peek' then
+        vlog = y
+      elseif y > 0 then
+        sum, seq = y, z
       end
     end
   end
@@ -243,11 +274,11 @@ for i = 1, nl do
     if frac ~= 0 then reset = q + 1 end
     if ok and commit then
       if alg == 2 then
-        v = struct.pack('<ddd', at + q, frac, 0)
+        v = def .. struct.pack('<ddd', at + q, frac, 0)
       elseif rem == 0 then
-        v = struct.pack('<ddd', at, burst - used, 0)
+        v = def .. struct.pack('<ddd', at, burst - used, 0)
       else
-        v = struct.pack('<ddd', at, burst - used - 1, p - rem)
+        v = def .. struct.pack('<ddd', at, burst - used - 1, p - rem)
       end
     end
   elseif alg == 3 then
@@ -258,7 +289,7 @@ for i = 1, nl do
     ok = c + cost <= count
     if ok and commit then
       c = c + n
-      v = struct.pack('<ddd', start, c, 0)
+      v = def .. struct.pack('<ddd', start, c, 0)
     end
     local stop = start + period - at
     if not ok then retry = stop end
@@ -279,7 +310,7 @@ for i = 1, nl do
     ok = limit >= weighted + (cur + cost) * P
     if ok and commit then
       cur = cur + n
-      v = struct.pack('<ddd', start, prev, cur)
+      v = def .. struct.pack('<ddd', start, prev, cur)
     end
     if not ok then
       -- algo.Rule.slidingRetry
@@ -298,29 +329,31 @@ for i = 1, nl do
       reset = start + P - at
     end
   else
-    -- SlidingLog (algo.Log): a sorted set of admitted requests (member
-    -- "seq:cost", score the time) and, in the auxiliary key, "sum seq": the
-    -- total cost and the last sequence number, which makes members unique
-    -- even within one microsecond.
-    local meta = redis.call('GET', KEYS[2 * i])
-    local sum, seq = 0, 0
-    if meta then
-      local x, y = string.match(meta, '^(%d+) (%d+)$')
-      sum, seq = tonumber(x), tonumber(y)
-    end
+    -- SlidingLog (algo.Log): in the auxiliary key, a sorted set of admitted
+    -- requests (member "seq:cost", score the time); in the state key, after
+    -- the definition, sum and seq: the total cost and the last sequence
+    -- number, which makes members unique even within one microsecond.
+    local log = KEYS[2 * i]
     -- Entries at or before at−period no longer count; they are removed only
     -- when a request is recorded, so that evaluating changes nothing.
     local live = sum
-    for _, m in ipairs(redis.call('ZRANGEBYSCORE', key, '-inf', string.format('%.0f', at - period))) do
-      live = live - tonumber(string.match(m, ':(%d+)$'))
+    if vlog then
+      live = vlog
+    else
+      for _, m in ipairs(redis.call('ZRANGEBYSCORE', log, '-inf', string.format('%.0f', at - period))) do
+        live = live - tonumber(string.match(m, ':(%d+)$'))
+      end
     end
     ok = live + cost <= count
     local used = live
     if ok then
       used = used + n
+    elseif vlog then
+      -- The carried log's one entry, at now, frees all of it.
+      retry = now + period - at
     else
       local free = live + cost - count
-      local all = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%.0f', at - period), '+inf', 'WITHSCORES')
+      local all = redis.call('ZRANGEBYSCORE', log, '(' .. string.format('%.0f', at - period), '+inf', 'WITHSCORES')
       for j = 1, #all, 2 do
         free = free - tonumber(string.match(all[j], ':(%d+)$'))
         if free <= 0 then
@@ -329,9 +362,14 @@ for i = 1, nl do
         end
       end
     end
-    remaining = count - used
+    remaining = math.max(count - used, 0)
     if used > 0 then
-      local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      local last
+      if vlog then
+        last = {'', now}
+      else
+        last = redis.call('ZRANGE', log, -1, -1, 'WITHSCORES')
+      end
       local newest = at
       if #last > 0 and live > 0 then
         local t = tonumber(last[2])

@@ -33,15 +33,37 @@
 //
 // The state of limit i of policy P for key K lives at
 //
-//	<prefix>:{<length of P>:<P>:<K>}:<i>:<algorithm>:<count>:<period in µs>:<burst>
+//	<prefix>:{<length of P>:<P>:<K>}:<i>
 //
-// (and, for sliding_log, the same key with ":m" appended). The length makes
-// the pair unambiguous whatever either contains. The braces are a
-// Redis Cluster hash tag: every key of one limited entity lands in one slot,
-// so multi-limit decisions never fail with CROSSSLOT. Changing a limit's
-// definition changes its key, so it starts afresh. Every key carries a TTL
-// of exactly the time until its state is back to fresh, rounded up to the
-// millisecond, and sliding_log sets never hold more entries than the limit.
+// (and, for sliding_log, its entries in a sorted set at the same key with
+// ":m" appended): key names hold the limit's identity, its policy's name and
+// its index, not its definition. The length makes the pair unambiguous
+// whatever either contains. The braces are a Redis Cluster hash tag: every
+// key of one limited entity lands in one slot, so multi-limit decisions
+// never fail with CROSSSLOT. With Options.HashKeys, <K> is a 22-character
+// digest of the client key instead (keyed by Options.HashSecret), so that
+// Redis holds no raw IP address or API key; every process on one Redis must
+// then use the same setting and secret.
+//
+// The state key's value starts with the definition that wrote it,
+// "<algorithm code>:<count>:<period in µs>:<burst>;", followed by the state
+// (three doubles, or a log's total and sequence number). A decision that
+// finds a state written under another definition carries it to the current
+// one first, as package algo does, then decides (see sluice.Policy): a
+// reload that changes nothing resets nobody, raising a limit lets a denied
+// client through at once, lowering it makes clients over the new limit wait
+// for it to free room. Peek carries without writing; Reset removes the state
+// whatever its definition. Carrying runs in the script, built only when a
+// decision needs it, so it costs the usual decision nothing but comparing
+// the definition. Keys written by versions before this layout (whose names
+// held the definition) are not read: such a limit starts afresh once, and
+// the old keys expire by their TTL.
+//
+// Every key carries a TTL of exactly the time until its state is back to
+// fresh, rounded up to the millisecond (a carried state's follows the new
+// rule), and sliding_log sets never hold more entries than the limit (or
+// than the higher limit they were carried from, until those entries age
+// out).
 //
 // # Failures
 //
@@ -52,8 +74,13 @@
 // slow, partitioned) the store answers per Options.OnError: Local (the
 // default) decides with an in-memory store holding the same limits, Allow
 // admits, Deny rejects. A circuit breaker stops calling a Redis that keeps
-// failing and probes it after a cooldown; recovery is automatic. Every
-// Decision from a fallback path has Degraded set.
+// failing (Options.BreakerThreshold failures in a row) and, while open,
+// probes it with a PING about every second (Options.BreakerCooldown,
+// jittered), in the background, however long the outage lasts: decisions
+// go back to Redis within about a second of its return. Every Decision from
+// a fallback path has Degraded set; Store.Degraded reports the state, and
+// Options.OnStateChange hears when the store enters and leaves degraded
+// operation.
 //
 // Keys that Redis has just denied are remembered locally until their retry
 // time (see Options.DenyCache), so that a client hammering past its limit
@@ -88,14 +115,21 @@ import (
 // same decisions for policies whose rules all stay below 2^52, about twice as
 // fast, because it creates no closures or tables on its path (Redis runs a
 // script's whole chunk on every call).
+// Both take carry.lua, which carries a state written under another
+// definition, where they say --[[carry.lua]].
 var (
 	//go:embed sluice.lua
 	wideSource string
 	//go:embed plain.lua
 	plainSource string
+	//go:embed carry.lua
+	carrySource string
 
-	wideScript  = rueidis.NewLuaScript(wideSource)
-	plainScript = rueidis.NewLuaScript(plainSource)
+	wideLua  = strings.ReplaceAll(wideSource, "--[[carry.lua]]", carrySource)
+	plainLua = strings.ReplaceAll(plainSource, "--[[carry.lua]]", carrySource)
+
+	wideScript  = rueidis.NewLuaScript(wideLua)
+	plainScript = rueidis.NewLuaScript(plainLua)
 )
 
 // Failure is what the store does when Redis cannot decide.
@@ -146,6 +180,27 @@ var (
 	// Options.ConnectLater has not yet reached Redis.
 	ErrNotConnected = errors.New("redisstore: not connected to Redis yet")
 )
+
+// CheckLimit reports whether the Redis store can run l, for configuration
+// loaders that must refuse, before serving, a limit that every decision
+// would fail on: it returns l's error from sluice.Limit.Validate (wrapping
+// sluice.ErrInvalidLimit), or an error wrapping ErrUnsupportedLimit for a
+// valid limit the store cannot run (a period that is not a whole number of
+// microseconds), or nil. The store's methods refuse such a limit with the
+// same error, naming the policy and the limit's index.
+func CheckLimit(l sluice.Limit) error {
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return checkPeriod(l.Period)
+}
+
+func checkPeriod(period time.Duration) error {
+	if period%time.Microsecond != 0 {
+		return fmt.Errorf("%w: period %v is not a whole number of microseconds (Redis keeps time in microseconds)", ErrUnsupportedLimit, period)
+	}
+	return nil
+}
 
 // Clock tells the store the time when Options.Clock is set.
 type Clock interface {
@@ -204,6 +259,25 @@ type Options struct {
 
 	// Prefix starts every key. Default "sluice".
 	Prefix string
+	// HashKeys replaces the client key (an IP address, an API key) in
+	// every Redis key name by a digest of fixed length (22 characters,
+	// base64url of 128 bits): the first 16 bytes of SHA-256 of the key, or
+	// of HMAC-SHA256 keyed by HashSecret when it is set. Redis (its keys,
+	// its logs, its backups) then holds no raw client key. The policy name
+	// stays readable, and every key of one limited entity still shares one
+	// hash tag, so one Cluster slot. Without a secret, anyone who reads
+	// the key names can test guesses (every IPv4 address is 2^32 guesses);
+	// set HashSecret to prevent that. Every process sharing limits through
+	// one Redis must use the same HashKeys and HashSecret: processes that
+	// differ count in different keys, so each admits a limit's full count.
+	// Turning it on or off, or changing the secret, starts every key
+	// afresh (the old keys expire by their TTL). Hashing costs well under a
+	// microsecond of the client's CPU per decision and none of Redis's.
+	// Default false.
+	HashKeys bool
+	// HashSecret keys the digest of HashKeys (HMAC-SHA256). Ignored
+	// without HashKeys. Default none: a plain SHA-256.
+	HashSecret []byte
 	// Timeout bounds how long a decision waits for Redis before it takes
 	// the OnError path. Default 50ms: far above a healthy Redis's
 	// sub-millisecond answer, well below what an API's clients notice.
@@ -220,8 +294,13 @@ type Options struct {
 	// BreakerThreshold is how many failures in a row open the circuit
 	// breaker. Default 5.
 	BreakerThreshold int
-	// BreakerCooldown is how long the breaker stays open before it lets a
-	// probe through; each failed probe doubles it, up to 30s. Default 1s.
+	// BreakerCooldown is how often, while the breaker is open, the store
+	// probes Redis with a PING (each interval jittered by ±25%, however
+	// long the outage has lasted): the first probe that succeeds closes the
+	// breaker, so decisions go back to Redis within about this long of its
+	// return. Probes run in the background, started by the first decision
+	// (or Degraded call) after they are due; no caller waits for one.
+	// Default 1s.
 	BreakerCooldown time.Duration
 	// DenyCache is the number of slots of the local cache of keys that
 	// Redis has denied. Default 16384 (about 1 MiB); negative disables it.
@@ -236,10 +315,22 @@ type Options struct {
 	// to the OnError path. It must be fast and safe for concurrent use; use
 	// it for logs and metrics.
 	OnFailure func(error)
+	// OnStateChange, if set, is called when the store enters degraded
+	// operation (degraded true: the breaker opened, err is the failure that
+	// opened it) and when it leaves it (degraded false, err nil: a probe or
+	// a decision reached Redis, or the background connection of
+	// ConnectLater succeeded), so that a process can log "Redis failed" and
+	// "Redis recovered" once each rather than per decision. A store starts
+	// in the state Degraded reports (degraded only with ConnectLater and
+	// Redis unreachable), without a call. Calls alternate, are never
+	// concurrent, and end on the current state; a flap too brief to observe
+	// may go unreported. It must return quickly and must not call the
+	// store's decision methods.
+	OnStateChange func(degraded bool, err error)
 	// ConnectLater makes New succeed while Redis is unreachable instead of
 	// failing, so that a process can start during a Redis outage: the
-	// store keeps connecting in the background (after 100ms, backing off
-	// to every 5s) and decides per OnError until it succeeds, with
+	// store keeps connecting in the background (after 100ms, then about
+	// every second) and decides per OnError until it succeeds, with
 	// ErrNotConnected. Options that can never work (a malformed URL, no
 	// address) still fail New. Ignored with Client.
 	ConnectLater bool
@@ -261,6 +352,20 @@ type Store struct {
 	clock     Clock
 	mono      *clock.Coarse
 	onFailure func(error)
+	onState   func(degraded bool, err error)
+	hash      *hasher // with Options.HashKeys
+
+	// bg tracks the breaker's probes, so that Close waits for them.
+	bg struct {
+		sync.Mutex
+		closed bool
+		wg     sync.WaitGroup
+	}
+	// state is the degraded state last reported to onState.
+	state struct {
+		sync.Mutex
+		reported bool
+	}
 
 	policies sync.Map // *sluice.Policy → *compiled
 }
@@ -277,9 +382,13 @@ func New(opts Options) (*Store, error) {
 		clock:     opts.Clock,
 		mono:      clock.Default(),
 		onFailure: opts.OnFailure,
+		onState:   opts.OnStateChange,
 	}
 	if s.prefix == "" {
 		s.prefix = "sluice"
+	}
+	if opts.HashKeys {
+		s.hash = newHasher(opts.HashSecret)
 	}
 	s.deadlines.timeout = opts.Timeout
 	if s.deadlines.timeout <= 0 {
@@ -301,8 +410,7 @@ func New(opts Options) (*Store, error) {
 	if cooldown <= 0 {
 		cooldown = time.Second
 	}
-	s.breaker = &breaker{threshold: threshold, cooldown: cooldown, now: time.Now}
-	s.breaker.closed.Store(true)
+	s.breaker = newBreaker(threshold, cooldown)
 	switch {
 	case opts.DenyCache == 0:
 		s.deny = newDenyCache(16384)
@@ -328,6 +436,7 @@ func New(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("redisstore: connecting to %s: %w", strings.Join(co.InitAddress, ","), err)
 		}
 	}
+	s.state.reported = s.client() == nil
 	if s.onError == Local && s.fallback == nil {
 		s.ownFall = memstore.New(memstore.Options{})
 		s.fallback = s.ownFall
@@ -384,6 +493,10 @@ func (s *Store) Close() error {
 	if s.connector != nil {
 		s.connector.stop()
 	}
+	s.bg.Lock()
+	s.bg.closed = true
+	s.bg.Unlock()
+	s.bg.wg.Wait()
 	if c := s.client(); c != nil && s.ownClient {
 		c.Close()
 	}
@@ -397,16 +510,21 @@ func (s *Store) Close() error {
 // Degraded reports whether decisions are taking the OnError path without
 // calling Redis: the circuit breaker is open, or (with ConnectLater) the
 // store has not connected yet.
+//
+// While the breaker is open and a probe of Redis is due, a call starts it
+// (in the background), so that a process polling Degraded, such as a
+// metrics scrape, sees recovery without any decision being made.
 func (s *Store) Degraded() bool {
-	open, _ := s.breaker.state()
-	return open || s.client() == nil
+	s.probe()
+	degraded, _ := s.degradedState()
+	return degraded
 }
 
 // compiled is what the store precomputes for a policy.
 type compiled struct {
 	err      error
-	suffixes []string // per limit: ":<i>:<alg>:<count>:<period µs>:<burst>"
-	args     []string // per limit: the script's seven arguments
+	suffixes []string // per limit: ":<i>"
+	args     []string // per limit: the script's eight arguments
 	take1    []string // the whole ARGV of a take of cost 1 at the server's time; read only
 	slots    []uint32
 	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it
@@ -420,13 +538,14 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 	for i := range p.Len() {
 		r := p.Rule(i)
 		period := int64(r.Period())
-		if period%int64(time.Microsecond) != 0 {
-			c.err = fmt.Errorf("%w: policy %q limit %d: period %v is not a whole number of microseconds", ErrUnsupportedLimit, p.Name(), i, r.Period())
+		if err := checkPeriod(r.Period()); err != nil {
+			c.err = fmt.Errorf("policy %q limit %d: %w", p.Name(), i, err)
 			break
 		}
 		us := period / int64(time.Microsecond)
 		g := gcd(r.Count(), us)
-		c.suffixes = append(c.suffixes, fmt.Sprintf(":%d:%s:%d:%d:%d", i, r.Algorithm(), r.Count(), us, r.Burst()))
+		c.suffixes = append(c.suffixes, ":"+strconv.Itoa(i))
+		def := fmt.Sprintf("%d:%d:%d:%d;", algCode(r.Algorithm()), r.Count(), us, r.Burst())
 		wide := "0"
 		if needsWide(r.Algorithm(), r.Count(), us, r.Burst(), r.Count()/g, us/g) {
 			wide = "1"
@@ -434,8 +553,8 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 		}
 		c.args = append(c.args,
 			strconv.Itoa(algCode(r.Algorithm())), strconv.FormatInt(r.Count(), 10), strconv.FormatInt(us, 10),
-			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide)
-		c.slots = append(c.slots, p.Slot(i))
+			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
+		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	actual, _ := s.policies.LoadOrStore(p, c)
@@ -462,6 +581,28 @@ func needsWide(a algo.Algorithm, count, period, burst, l, p int64) bool {
 		return false
 	}
 	return most.Cmp(big.NewInt(1<<52)) >= 0
+}
+
+// definitions numbers the definitions of limits (policy name, index and
+// definition) within the process, for the cache of denials: a denial under
+// one definition says nothing of another, such as a raised limit.
+var definitions struct {
+	sync.Mutex
+	m map[string]uint32
+}
+
+func definitionSlot(id string) uint32 {
+	definitions.Lock()
+	defer definitions.Unlock()
+	if definitions.m == nil {
+		definitions.m = make(map[string]uint32)
+	}
+	n, ok := definitions.m[id]
+	if !ok {
+		n = uint32(len(definitions.m)) + 1
+		definitions.m[id] = n
+	}
+	return n
 }
 
 func algCode(a algo.Algorithm) int {
@@ -491,7 +632,14 @@ func (s *Store) appendKeys(out []string, c *compiled, p *sluice.Policy, key stri
 	name := p.Name()
 	var ln [20]byte
 	l := strconv.AppendInt(ln[:0], int64(len(name)), 10)
-	baseLen := len(s.prefix) + 2 + len(l) + 1 + len(name) + 1 + len(key) + 1
+	var hb [digestLen]byte
+	var hashed []byte // the key's digest, with Options.HashKeys
+	klen := len(key)
+	if s.hash != nil {
+		hashed = s.hash.digest(hb[:0], key)
+		klen = len(hashed)
+	}
+	baseLen := len(s.prefix) + 2 + len(l) + 1 + len(name) + 1 + klen + 1
 	size := 0
 	for _, suf := range c.suffixes {
 		size += 2*(baseLen+len(suf)) + 2
@@ -506,7 +654,11 @@ func (s *Store) appendKeys(out []string, c *compiled, p *sluice.Policy, key stri
 			b.WriteByte(':')
 			b.WriteString(name)
 			b.WriteByte(':')
-			b.WriteString(key)
+			if hashed != nil {
+				b.Write(hashed)
+			} else {
+				b.WriteString(key)
+			}
 			b.WriteByte('}')
 			b.WriteString(suf)
 			b.WriteString(aux)
@@ -529,7 +681,7 @@ func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
 // call runs the script for key under p. It returns the script's reply,
 // appended to res, or an error that sent the decision to the OnError path.
 func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
-	if !s.breaker.allow() {
+	if !s.admit() {
 		return nil, ErrCircuitOpen
 	}
 	cctx, cancel := s.deadlines.bound(ctx)
@@ -576,32 +728,38 @@ func (s *Store) exec(ctx context.Context, script *rueidis.Lua, op string, keys, 
 func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, keys, args []string, res []int64, want int) ([]int64, error) {
 	client := s.client()
 	if client == nil {
-		s.breaker.abandon()
 		return nil, s.connector.err()
 	}
 	reply, err := script.Exec(cctx, client, keys, args).ToArray()
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
-			s.breaker.abandon()
 			return nil, cerr // the caller gave up; Redis is not to blame
 		}
-		s.breaker.failure()
-		return nil, fmt.Errorf("redisstore: %s: %w", op, err)
+		return nil, s.failure(fmt.Errorf("redisstore: %s: %w", op, err))
 	}
 	if len(reply) != want {
-		s.breaker.failure()
-		return nil, fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(reply))
+		return nil, s.failure(fmt.Errorf("redisstore: %s: unexpected reply of %d values", op, len(reply)))
 	}
 	for i := range reply {
 		v, err := reply[i].AsInt64()
 		if err != nil {
-			s.breaker.failure()
-			return nil, fmt.Errorf("redisstore: %s: reply value %d: %w", op, i, err)
+			return nil, s.failure(fmt.Errorf("redisstore: %s: reply value %d: %w", op, i, err))
 		}
 		res = append(res, v)
 	}
-	s.breaker.success()
+	if s.breaker.success() {
+		s.changed()
+	}
 	return res, nil
+}
+
+// failure records err, a failure of Redis, with the breaker, and returns
+// it.
+func (s *Store) failure(err error) error {
+	if s.breaker.failure(err) {
+		s.changed()
+	}
+	return err
 }
 
 // decision combines the script's per-limit statuses into a Decision: res
@@ -664,7 +822,7 @@ func (s *Store) failed(p *sluice.Policy) sluice.Decision {
 		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
 	}
 	retry := time.Second
-	if open, until := s.breaker.state(); open {
+	if open, until, _ := s.breaker.state(); open {
 		retry = max(until.Sub(now), time.Millisecond)
 	}
 	return sluice.Decision{Limit: r.Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}

@@ -6,14 +6,15 @@
 -- speed, serves every other policy.
 --
 -- KEYS: two per limit: the state key, and an auxiliary key used by
---       sliding_log (both carry the same hash tag, so they share a slot).
+--       sliding_log for its entries (both carry the same hash tag, so they
+--       share a slot).
 -- ARGV: op ("take", "peek", "reserve", "cancel", "batch"), cost n, now in
 --       µs ("" to use the server's TIME), maxWait (reserve) or due time
 --       (cancel) in µs, the number of limits, then per limit: algorithm
 --       (1 token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window,
 --       5 sliding_log), count, period in µs, burst, the reduced rate l/p
---       (l units per p µs), and 1 if the rule needs big-number arithmetic,
---       else 0. "batch" is "take" for limits of several policies and keys
+--       (l units per p µs), 1 if the rule needs big-number arithmetic,
+--       else 0, and the definition "alg:count:period:burst;". "batch" is "take" for limits of several policies and keys
 --       at once, each with its own cost: the limits' arguments are followed
 --       by one cost per limit, and n is ignored.
 -- Returns {now, wait, then per limit: allowed, remaining, retry, reset}.
@@ -286,21 +287,49 @@ local function evalSliding(r, st, now, n)
   return s, next
 end
 
+-- slack pads TTLs when the caller supplies the time: TTLs run on the server's
+-- clock, which the caller's clock (a test's fake clock) need not keep pace
+-- with.
+local slack = 0
+if ARGV[3] ~= '' then slack = 3600000 end
+
+-- A state key holds the definition that wrote it, "alg:count:period:burst;"
+-- (the last of each limit's arguments), then the state. A state written
+-- under another definition is carried to the limit's (carry.lua) and,
+-- except by peek, stored so.
+local carry
+local function carried(r, v, now)
+  carry = carry or (function()
+--[[carry.lua]]
+  end)()
+  return carry(v, r.def, {r.alg, r.count, r.period, r.burst, r.l, r.p}, now, r.key, r.aux, slack, ARGV[1] ~= 'peek')
+end
+
 -- sliding_log keeps a sorted set of admitted requests (member "seq:cost",
--- score the time) and, in the auxiliary key, "sum seq": the total cost and
--- the last sequence number, which makes members unique even within one
--- microsecond.
+-- score the time) in the auxiliary key and, in the state key after the
+-- definition, sum and seq: the total cost and the last sequence number,
+-- which makes members unique even within one microsecond. A log that peek
+-- carries (writing nothing) is one entry of lg.one units at now.
 local function loadLog(r, now)
-  local meta = redis.call('GET', r.aux)
+  local meta = redis.call('GET', r.key)
   local lg = {sum = 0, seq = 0, live = 0}
   if meta then
-    local a, b = string.match(meta, '^(%d+) (%d+)$')
-    lg.sum, lg.seq = tonumber(a), tonumber(b)
+    if #meta == #r.def + 16 and string.sub(meta, 1, #r.def) == r.def then
+      lg.sum, lg.seq = struct.unpack('<dd', meta, #r.def + 1)
+    else
+      local mode, u, seq = carried(r, meta, now)
+      if mode == 'keep' or ARGV[1] ~= 'peek' then
+        if u > 0 then lg.sum, lg.seq = u, seq end
+      else
+        lg.one, lg.live = u, u
+        return lg
+      end
+    end
   end
   -- Entries at or before now−period no longer count; they are removed only
   -- when a request is recorded, so that evaluating changes nothing.
   lg.live = lg.sum
-  for _, m in ipairs(redis.call('ZRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))) do
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', r.aux, '-inf', fmt(now - r.period))) do
     lg.live = lg.live - tonumber(string.match(m, ':(%d+)$'))
   end
   return lg
@@ -312,9 +341,11 @@ local function evalLog(r, lg, now, n)
   local used = lg.live
   if s[1] then
     used = used + n
+  elseif lg.one then
+    s[3] = r.period
   else
     local free = lg.live + cost - r.count
-    local all = redis.call('ZRANGEBYSCORE', r.key, '(' .. fmt(now - r.period), '+inf', 'WITHSCORES')
+    local all = redis.call('ZRANGEBYSCORE', r.aux, '(' .. fmt(now - r.period), '+inf', 'WITHSCORES')
     for i = 1, #all, 2 do
       free = free - tonumber(string.match(all[i], ':(%d+)$'))
       if free <= 0 then
@@ -323,10 +354,15 @@ local function evalLog(r, lg, now, n)
       end
     end
   end
-  s[2] = r.count - used
+  s[2] = math.max(r.count - used, 0)
   if used > 0 then
     local newest = now
-    local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+    local last
+    if lg.one then
+      last = {'', now}
+    else
+      last = redis.call('ZRANGE', r.aux, -1, -1, 'WITHSCORES')
+    end
     if #last > 0 and lg.live > 0 then
       local t = tonumber(last[2])
       if s[1] and n > 0 then newest = math.max(newest, t) else newest = t end
@@ -336,48 +372,41 @@ local function evalLog(r, lg, now, n)
   return s
 end
 
--- slack pads TTLs when the caller supplies the time: TTLs run on the server's
--- clock, which the caller's clock (a test's fake clock) need not keep pace
--- with.
-local slack = 0
-if ARGV[3] ~= '' then slack = 3600000 end
-
 local function ttl(us)
   return math.max(math.ceil(us / 1000), 1) + slack
 end
 
 local function recordLog(r, lg, now, n, reset)
   if lg.live ~= lg.sum then
-    redis.call('ZREMRANGEBYSCORE', r.key, '-inf', fmt(now - r.period))
+    redis.call('ZREMRANGEBYSCORE', r.aux, '-inf', fmt(now - r.period))
     lg.sum = lg.live
   end
   local at = now
-  local last = redis.call('ZRANGE', r.key, -1, -1, 'WITHSCORES')
+  local last = redis.call('ZRANGE', r.aux, -1, -1, 'WITHSCORES')
   if #last > 0 then at = math.max(at, tonumber(last[2])) end
   lg.seq = lg.seq + 1
   lg.sum = lg.sum + n
-  redis.call('ZADD', r.key, fmt(at), fmt(lg.seq) .. ':' .. fmt(n))
-  redis.call('PEXPIRE', r.key, ttl(reset))
-  redis.call('SET', r.aux, fmt(lg.sum) .. ' ' .. fmt(lg.seq), 'PX', ttl(reset))
+  redis.call('ZADD', r.aux, fmt(at), fmt(lg.seq) .. ':' .. fmt(n))
+  redis.call('PEXPIRE', r.aux, ttl(reset))
+  redis.call('SET', r.key, r.def .. struct.pack('<dd', lg.sum, lg.seq), 'PX', ttl(reset))
 end
 
--- A state is kept as three doubles, struct.pack('<ddd'): every state value
--- is an integer below 2^53. The text form "T A B" of earlier versions is
--- still read. plain.lua keeps the same form in the same keys.
-local function loadState(r)
+-- A state is kept, after the definition, as three doubles,
+-- struct.pack('<ddd'): every state value is an integer below 2^53.
+-- plain.lua keeps the same form in the same keys.
+local function loadState(r, now)
   local v = redis.call('GET', r.key)
   if not v then return {0, 0, 0} end
-  if #v == 24 then
-    local a, b, c = struct.unpack('<ddd', v)
+  if #v == #r.def + 24 and string.sub(v, 1, #r.def) == r.def then
+    local a, b, c = struct.unpack('<ddd', v, #r.def + 1)
     return {a, b, c}
   end
-  local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)$')
-  if not a then return {0, 0, 0} end
-  return {tonumber(a), tonumber(b), tonumber(c)}
+  local a, b, c = carried(r, v, now)
+  return {a, b, c}
 end
 
 local function saveState(r, st, reset)
-  redis.call('SET', r.key, struct.pack('<ddd', st[1], st[2], st[3]), 'PX', ttl(reset))
+  redis.call('SET', r.key, r.def .. struct.pack('<ddd', st[1], st[2], st[3]), 'PX', ttl(reset))
 end
 
 local function eval(r, now, n)
@@ -401,15 +430,15 @@ local arg = tonumber(ARGV[4])
 local nl = tonumber(ARGV[5])
 local rules = {}
 for i = 1, nl do
-  local b = 5 + (i - 1) * 7
+  local b = 5 + (i - 1) * 8
   local r = {
     alg = tonumber(ARGV[b + 1]), count = tonumber(ARGV[b + 2]), period = tonumber(ARGV[b + 3]),
     burst = tonumber(ARGV[b + 4]), l = tonumber(ARGV[b + 5]), p = tonumber(ARGV[b + 6]),
-    set = plain, key = KEYS[2 * i - 1], aux = KEYS[2 * i], n = n,
+    set = plain, key = KEYS[2 * i - 1], aux = KEYS[2 * i], n = n, def = ARGV[b + 8],
   }
   -- A batch (several policies and keys decided together) gives each limit
   -- its own cost, in the arguments after the limits'.
-  if op == 'batch' then r.n = tonumber(ARGV[5 + nl * 7 + i]) end
+  if op == 'batch' then r.n = tonumber(ARGV[5 + nl * 8 + i]) end
   if ARGV[b + 7] == '1' then r.set = wide end
   use(r.set)
   r.cap = mul(r.burst, r.p)
@@ -420,7 +449,7 @@ if op == 'cancel' then
   if arg > now then
     for _, r in ipairs(rules) do
       use(r.set)
-      local st = loadState(r)
+      local st = loadState(r, now)
       if not fresh(st) then
         local d = subFloor(debt(r, st, now), mul(n, r.p))
         if isZero(d) then
@@ -435,7 +464,7 @@ if op == 'cancel' then
 end
 
 for _, r in ipairs(rules) do
-  if r.alg == LOG then r.log = loadLog(r, now) else r.st = loadState(r) end
+  if r.alg == LOG then r.log = loadLog(r, now) else r.st = loadState(r, now) end
 end
 
 local at, wait, commit = now, 0, op == 'take' or op == 'batch'

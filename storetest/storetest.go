@@ -42,6 +42,13 @@
 //   - Keep keys apart: different keys, and the same key under policies of
 //     different names, never share state, whatever bytes the keys and names
 //     hold (including separators such as ':' and '|').
+//   - Keep a limit's state under its identity (the policy's name, the
+//     limit's index, the key), not its definition: a policy rebuilt under
+//     the same name takes over the state. A decision (Take, TakeAll,
+//     Reserve, Cancel) that finds a state written under another
+//     definition carries it first, as algo.Rule.Carry and its log forms
+//     do, at the decision's time, and keeps the carried state even when
+//     it denies; Peek carries without writing.
 //   - Reserve and Cancel as the leaky bucket as a queue: see
 //     sluice.Store.Reserve and sluice.Store.Cancel. A cancelled reservation
 //     gives its units back even when others are queued ahead of it.
@@ -135,6 +142,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 	t.Run("ClockBackwards", s.testClockBackwards)
 	t.Run("Model", s.testModel)
 	t.Run("TakeAll", s.testTakeAll)
+	t.Run("Carry", s.testCarry)
 }
 
 type suite struct {

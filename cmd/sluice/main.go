@@ -4,7 +4,8 @@
 //	sluice check-config FILE      validate a config file and exit
 //	sluice client ...             manage per-client overrides (admin API)
 //	sluice key ...                look at or reset a key (admin API)
-//	sluice version                print the version
+//	sluice version                print the version (also --version)
+//	sluice help [COMMAND]         print the usage, or COMMAND's (also COMMAND -h)
 //
 // serve stops gracefully on SIGINT and SIGTERM, and reloads its config
 // file on SIGHUP (and by itself when the file changes).

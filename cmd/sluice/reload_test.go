@@ -61,7 +61,7 @@ func serve(t *testing.T, bin, path string) *process {
 			p.raw.WriteString(sc.Text() + "\n")
 			if json.Unmarshal(sc.Bytes(), &m) == nil {
 				p.logs = append(p.logs, m)
-				if m["msg"] == "sluice gateway listening" {
+				if m["msg"] == "sluice listening" {
 					listening <- m
 				}
 			}
@@ -346,8 +346,8 @@ func TestServeReloads(t *testing.T) {
 	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit code %d after SIGTERM, want 0", code)
 	}
-	if !p.logged("sluice gateway stopped", nil) {
-		t.Errorf("no \"sluice gateway stopped\" log:\n%s", p.stderr())
+	if !p.logged("sluice stopped", nil) {
+		t.Errorf("no \"sluice stopped\" log:\n%s", p.stderr())
 	}
 }
 

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // options maps a config file onto the gateway's options.
@@ -16,12 +18,24 @@ func options(cfg *config.Config) (gateway.Options, error) {
 	}
 	lo := cfg.Limiter
 	lo.ClientIP = ip
+	host := gateway.HostUpstream
+	if cfg.Proxy.PreserveHost {
+		host = gateway.HostPreserve
+	}
 	return gateway.Options{
 		Listen:            cfg.Server.Listen,
 		Admin:             cfg.Server.Admin,
 		Upstream:          cfg.Upstream,
 		ShutdownTimeout:   cfg.Server.ShutdownTimeout,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
+		ReadTimeout:       cfg.Server.ReadTimeout,
+		IdleTimeout:       cfg.Server.IdleTimeout,
+		Proxy: gateway.ProxyOptions{
+			DialTimeout:           cfg.Proxy.DialTimeout,
+			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
+			IdleConnTimeout:       cfg.Proxy.IdleTimeout,
+			Host:                  host,
+		},
 		MaxHeaderBytes:    cfg.Server.MaxHeaderBytes,
 		Backend:           cfg.Store.Backend,
 		MaxKeys:           cfg.Store.MaxKeys,
@@ -29,11 +43,46 @@ func options(cfg *config.Config) (gateway.Options, error) {
 		Limiter:           lo,
 		LogLinesPerSecond: cfg.RejectionLogsPerSecond,
 		AdminAllowRemote:  cfg.Admin.AllowRemote,
+		Service:           serviceOptions(cfg.Service),
+		ForwardAuth:       forwardAuthOptions(cfg.Server.ForwardAuth),
 	}, nil
 }
 
+// serviceOptions maps the service section onto the gateway's options.
+func serviceOptions(s *config.Service) *gateway.ServiceOptions {
+	if s == nil {
+		return nil
+	}
+	o := &gateway.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable}
+	if s.DecideOnError {
+		o.OnStoreError = rls.FailOnError
+	}
+	for _, h := range s.Headers {
+		switch h {
+		case "ietf":
+			o.Headers |= rls.HeadersIETF
+		case "legacy":
+			o.Headers |= rls.HeadersLegacy
+		case "retry_after":
+			o.Headers |= rls.HeadersRetryAfter
+		}
+	}
+	if o.Headers == 0 {
+		o.Headers = rls.HeadersOff
+	}
+	return o
+}
+
+// forwardAuthOptions maps server.forward_auth onto the gateway's options.
+func forwardAuthOptions(fa *config.ForwardAuth) *gateway.ForwardAuthOptions {
+	if fa == nil {
+		return nil
+	}
+	return &gateway.ForwardAuthOptions{Listen: fa.Listen, TrustedProxies: fa.TrustedProxies}
+}
+
 // check validates the file and summarises it.
-func check(path string) (summary string, warnings []string, err error) {
+func check(path string) (summary string, warns []string, err error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return "", nil, err
@@ -46,8 +95,37 @@ func check(path string) (summary string, warnings []string, err error) {
 			return "", nil, err
 		}
 	}
-	if cfg.Limiter.Tiers.From.Source != 0 && cfg.Limiter.Tiers.Keys == nil {
-		warnings = append(warnings, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
+	return summarize(cfg), warnings(cfg), nil
+}
+
+// summarize says in a few words what a valid file runs.
+func summarize(cfg *config.Config) string {
+	var parts []string
+	if cfg.Gateway() {
+		parts = append(parts, fmt.Sprintf("gateway to %s", cfg.Upstream))
 	}
-	return fmt.Sprintf("%d rules, store %s, upstream %s", len(cfg.Limiter.Rules), cfg.Store.Backend, cfg.Upstream), warnings, nil
+	if fa := cfg.Server.ForwardAuth; fa != nil {
+		parts = append(parts, "forward-auth on "+fa.Listen)
+	}
+	if len(cfg.Limiter.Rules) > 0 {
+		parts = append(parts, fmt.Sprintf("%d rules", len(cfg.Limiter.Rules)))
+	}
+	if s := cfg.Service; s != nil {
+		n := 0
+		if s.Rules != nil {
+			n = len(s.Rules.Domains())
+		}
+		parts = append(parts, fmt.Sprintf("rate-limit service with %d domains", n))
+	}
+	return strings.Join(append(parts, "store "+cfg.Store.Backend), ", ")
+}
+
+// warnings lists the settings of a valid file that are risky: check-config
+// prints them and serve logs them at WARN.
+func warnings(cfg *config.Config) []string {
+	var ws []string
+	if cfg.Limiter.Tiers.From.Source != 0 && cfg.Limiter.Tiers.Keys == nil {
+		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
+	}
+	return ws
 }

@@ -19,10 +19,31 @@ const usage = `Sluice is a rate-limiting gateway for HTTP APIs.
 Usage:
   sluice serve --config FILE     run the gateway described by FILE
   sluice check-config FILE       validate FILE; exit 1 with every problem found
-  sluice version                 print the version
+  sluice version                 print the version (also: sluice --version)
+  sluice help [COMMAND]          print this help, or COMMAND's
 
-Run "sluice serve -h" for the serve flags. The config file format is
-documented in README.md; examples/quickstart.yaml is a complete example.
+Every command answers -h with its own usage. The config file format is
+documented in docs/config.md; examples/quickstart.yaml is a complete example.
+`
+
+const serveUsage = `Usage: sluice serve --config FILE [--log-format text|json] [--log-level LEVEL]
+
+Runs the gateway described by FILE until SIGTERM or Ctrl-C, then shuts down
+gracefully. A FILE with problems is refused with every problem listed.
+
+Flags:
+`
+
+const checkConfigUsage = `Usage: sluice check-config FILE
+
+Validates FILE and prints a summary; exits 1 with every problem found, each
+naming the field and its line, and prints warnings about settings that are
+valid but risky.
+`
+
+const versionUsage = `Usage: sluice version
+
+Prints the version of this build of sluice (also: sluice --version).
 `
 
 // Run runs the command line args (without the program name) and returns the
@@ -41,15 +62,29 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], stderr, ready)
+		return serve(ctx, args[1:], stdout, stderr, ready)
 	case "check-config":
 		return checkConfig(args[1:], stdout, stderr)
 	case "client", "key":
 		return adminCommand(ctx, args, stdout, stderr)
 	case "version":
-		fmt.Fprintln(stdout, "sluice", version())
-		return 0
+		return versionCmd(args[1:], stdout, stderr)
+	case "--version", "-version":
+		return versionCmd(nil, stdout, stderr)
 	case "help", "-h", "-help", "--help":
+		if len(args) > 1 && args[0] == "help" {
+			// "sluice help CMD" is "sluice CMD -h", so that every command
+			// documents itself in one place.
+			if len(args) > 2 {
+				fmt.Fprintf(stderr, "sluice help: want at most one COMMAND\n\n%s", usage)
+				return 2
+			}
+			if args[1] == "help" {
+				fmt.Fprint(stdout, usage)
+				return 0
+			}
+			return RunWithReady(ctx, []string{args[1], "-h"}, stdout, stderr, ready)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -58,26 +93,74 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	}
 }
 
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
+// command is a subcommand's flag set and usage text.
+type command struct {
+	*flag.FlagSet
+	usage string // printed before the flags' defaults, if it has flags
 }
 
-func serve(ctx context.Context, args []string, stderr io.Writer, ready func(listen, admin net.Addr)) int {
-	fs := flag.NewFlagSet("sluice serve", flag.ContinueOnError)
+func newCommand(name, usage string, stderr io.Writer) *command {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("config", "", "the config `FILE` (required)")
-	logFormat := fs.String("log-format", "text", "log format: text or json")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	fs.Usage = func() {} // parse prints it, on stdout or stderr
+	return &command{FlagSet: fs, usage: usage}
+}
+
+func (c *command) printUsage(w io.Writer) {
+	fmt.Fprint(w, c.usage)
+	out := c.Output()
+	c.SetOutput(w)
+	c.PrintDefaults()
+	c.SetOutput(out)
+}
+
+// parse parses args. Asked for help (-h, -help, --help) it prints the usage
+// on stdout and returns 0 and done; given a bad flag it prints the problem
+// and the usage on stderr and returns 2 and done.
+func (c *command) parse(args []string, stdout io.Writer) (code int, done bool) {
+	err := c.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c.printUsage(stdout)
+		return 0, true
+	case err != nil:
+		fmt.Fprintln(c.Output())
+		c.printUsage(c.Output())
+		return 2, true
 	}
-	if *path == "" || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "sluice serve: want --config FILE and no other arguments")
-		fs.Usage()
-		return 2
+	return 0, false
+}
+
+// fail reports bad usage: the problem, then the usage, on stderr; it
+// returns exit code 2.
+func (c *command) fail(problem string) int {
+	fmt.Fprintf(c.Output(), "%s: %s\n\n", c.Name(), problem)
+	c.printUsage(c.Output())
+	return 2
+}
+
+func versionCmd(args []string, stdout, stderr io.Writer) int {
+	c := newCommand("sluice version", versionUsage, stderr)
+	if code, done := c.parse(args, stdout); done {
+		return code
+	}
+	if c.NArg() > 0 {
+		return c.fail("want no arguments")
+	}
+	fmt.Fprintln(stdout, "sluice", version())
+	return 0
+}
+
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin net.Addr)) int {
+	c := newCommand("sluice serve", serveUsage, stderr)
+	path := c.String("config", "", "the config `FILE` (required)")
+	logFormat := c.String("log-format", "text", "log format: text or json")
+	logLevel := c.String("log-level", "info", "log level: debug, info, warn or error")
+	if code, done := c.parse(args, stdout); done {
+		return code
+	}
+	if *path == "" || c.NArg() > 0 {
+		return c.fail("want --config FILE and no other arguments")
 	}
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
@@ -88,11 +171,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(list
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
-	if len(args) != 1 {
-		fmt.Fprintln(stderr, "sluice check-config: want exactly one FILE")
-		return 2
+	c := newCommand("sluice check-config", checkConfigUsage, stderr)
+	if code, done := c.parse(args, stdout); done {
+		return code
 	}
-	summary, warnings, err := check(args[0])
+	if c.NArg() != 1 {
+		return c.fail("want exactly one FILE")
+	}
+	file := c.Arg(0)
+	summary, warnings, err := check(file)
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
@@ -100,10 +187,16 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "%s: OK (%s)\n", args[0], summary)
+	fmt.Fprintf(stdout, "%s: OK (%s)\n", file, summary)
 	return 0
 }
 
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {

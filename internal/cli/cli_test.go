@@ -95,11 +95,16 @@ func TestServeQuickstart(t *testing.T) {
 	if !strings.Contains(stderr.String(), "shutting down") {
 		t.Errorf("no shutdown log: %s", stderr.String())
 	}
+	// The quickstart takes tiers from a header as sent: serve warns about
+	// it at start, as check-config does.
+	if !strings.Contains(stderr.String(), `"level":"WARN","msg":"tiers come from header:X-Plan as sent`) {
+		t.Errorf("no WARN line about tiers chosen by clients: %s", stderr.String())
+	}
 }
 
 func TestCheckConfig(t *testing.T) {
 	var out, errb bytes.Buffer
-	if c := cli.Run(context.Background(), []string{"check-config", "../../examples/quickstart.yaml"}, &out, &errb); c != 0 || !strings.Contains(out.String(), "OK (6 rules") {
+	if c := cli.Run(context.Background(), []string{"check-config", "../../examples/quickstart.yaml"}, &out, &errb); c != 0 || !strings.Contains(out.String(), "OK (gateway to builtin:echo, 6 rules, store memory)") {
 		t.Errorf("quickstart: exit %d, %q %q", c, out.String(), errb.String())
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
@@ -114,9 +119,163 @@ func TestCheckConfig(t *testing.T) {
 	if c := cli.Run(context.Background(), []string{"serve", "--config", bad}, io.Discard, &errb); c != 1 || !strings.Contains(errb.String(), "bad.yaml:5:12: rules[0].limit:") {
 		t.Errorf("serve with a bad file: exit %d, stderr %q", c, errb.String())
 	}
-	for _, args := range [][]string{nil, {"nope"}, {"serve"}, {"check-config"}, {"serve", "--config", "x", "extra"}} {
-		if c := cli.Run(context.Background(), args, io.Discard, io.Discard); c != 2 {
-			t.Errorf("%v: exit %d, want 2", args, c)
+}
+
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the start of the usage printed on stdout
+	}{
+		{[]string{"serve", "-h"}, "Usage: sluice serve --config FILE"},
+		{[]string{"serve", "--help"}, "Usage: sluice serve --config FILE"},
+		{[]string{"serve", "--config", "x.yaml", "-h"}, "Usage: sluice serve --config FILE"},
+		{[]string{"help", "serve"}, "Usage: sluice serve --config FILE"},
+		{[]string{"check-config", "-h"}, "Usage: sluice check-config FILE"},
+		{[]string{"check-config", "--help"}, "Usage: sluice check-config FILE"},
+		{[]string{"help", "check-config"}, "Usage: sluice check-config FILE"},
+		{[]string{"version", "-h"}, "Usage: sluice version"},
+		{[]string{"help", "version"}, "Usage: sluice version"},
+		{[]string{"help"}, "Sluice is a rate-limiting gateway"},
+		{[]string{"--help"}, "Sluice is a rate-limiting gateway"},
+		{[]string{"-h"}, "Sluice is a rate-limiting gateway"},
+		{[]string{"help", "help"}, "Sluice is a rate-limiting gateway"},
+	} {
+		var out, errb bytes.Buffer
+		c := cli.Run(context.Background(), tc.args, &out, &errb)
+		if c != 0 || !strings.HasPrefix(out.String(), tc.want) || errb.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and a usage starting %q on stdout", tc.args, c, out.String(), errb.String(), tc.want)
 		}
+	}
+	// serve's usage lists its flags.
+	var out bytes.Buffer
+	cli.Run(context.Background(), []string{"help", "serve"}, &out, io.Discard)
+	for _, f := range []string{"-config FILE", "-log-format", "-log-level"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("serve's usage lacks %s:\n%s", f, out.String())
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+		var out, errb bytes.Buffer
+		if c := cli.Run(context.Background(), args, &out, &errb); c != 0 || !strings.HasPrefix(out.String(), "sluice ") || errb.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and \"sluice VERSION\"", args, c, out.String(), errb.String())
+		}
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // on stderr
+	}{
+		{nil, "Usage:"},
+		{[]string{"nope"}, `unknown command "nope"`},
+		{[]string{"help", "nope"}, `unknown command "nope"`},
+		{[]string{"help", "serve", "extra"}, "want at most one COMMAND"},
+		{[]string{"serve"}, "sluice serve: want --config FILE"},
+		{[]string{"serve", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"serve", "--config", "x", "extra"}, "sluice serve: want --config FILE and no other arguments"},
+		{[]string{"check-config"}, "sluice check-config: want exactly one FILE"},
+		{[]string{"check-config", "a.yaml", "b.yaml"}, "sluice check-config: want exactly one FILE"},
+		{[]string{"check-config", "--strict", "a.yaml"}, "flag provided but not defined: -strict"},
+		{[]string{"version", "extra"}, "sluice version: want no arguments"},
+	} {
+		var out, errb bytes.Buffer
+		if c := cli.Run(context.Background(), tc.args, &out, &errb); c != 2 || !strings.Contains(errb.String(), tc.want) || out.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and %q on stderr", tc.args, c, out.String(), errb.String(), tc.want)
+		}
+	}
+}
+
+// Every example config passes check-config.
+func TestExamplesPassCheckConfig(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(files) < 6 {
+		t.Fatalf("examples: %v %v", files, err)
+	}
+	for _, f := range files {
+		var out, errb bytes.Buffer
+		if c := cli.Run(context.Background(), []string{"check-config", f}, &out, &errb); c != 0 || !strings.Contains(out.String(), ": OK (") {
+			t.Errorf("check-config %s: exit %d, stdout %q, stderr %q", f, c, out.String(), errb.String())
+		}
+	}
+}
+
+// gateway runs serve on the quickstart with both listeners on free ports;
+// stop shuts it down and returns its exit code and log.
+func gateway(t *testing.T) (base, admin string, stop func() (int, string)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addrs := make(chan [2]net.Addr, 1)
+	code := make(chan int, 1)
+	var stderr bytes.Buffer
+	go func() {
+		code <- cli.RunWithReady(ctx, []string{"serve", "--config", quickstart(t)}, io.Discard, &stderr,
+			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+	}()
+	var a [2]net.Addr
+	select {
+	case a = <-addrs:
+	case c := <-code:
+		cancel()
+		t.Fatalf("serve exited with %d: %s", c, stderr.String())
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-code
+		}
+	})
+	return "http://" + a[0].String(), "http://" + a[1].String(), func() (int, string) {
+		stopped = true
+		cancel()
+		return <-code, stderr.String()
+	}
+}
+
+// The quickstart's export rule delays a request that comes before its turn
+// and then lets it through: two exports sent together pass, one of them
+// after waiting (up to a second) for its turn.
+func TestQuickstartDelays(t *testing.T) {
+	base, admin, stop := gateway(t)
+	codes := make(chan int, 2)
+	for range 2 {
+		go func() {
+			r, err := http.Get(base + "/api/export/report")
+			if err != nil {
+				t.Error(err)
+				codes <- 0
+				return
+			}
+			io.Copy(io.Discard, r.Body)
+			r.Body.Close()
+			codes <- r.StatusCode
+		}()
+	}
+	for range 2 {
+		if c := <-codes; c != 200 {
+			t.Errorf("export: status %d, want 200 (delayed, not rejected)", c)
+		}
+	}
+	m, err := http.Get(admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(m.Body)
+	m.Body.Close()
+	for _, want := range []string{
+		`sluice_decisions_total{outcome="delayed",rule="export"} 1`,
+		`sluice_requests_total{outcome="delayed"} 1`,
+		"sluice_delay_seconds_count 1",
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s:\n%s", want, metrics)
+		}
+	}
+	if c, log := stop(); c != 0 {
+		t.Errorf("serve exited with %d: %s", c, log)
 	}
 }

@@ -38,10 +38,13 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 		fmt.Fprintln(stderr, "config:", err)
 		return 1
 	}
-	opts, err := loadOptions(path, data)
+	opts, ld, err := loadOptions(path, data)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
+	}
+	for _, w := range ld.warnings {
+		logger.Warn(w, "config", path)
 	}
 	opts.Logger = logger
 	g, err := gateway.New(opts)
@@ -53,7 +56,7 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { reloadLoop(rctx, g, w, path, hup, logger) })
+	wg.Go(func() { reloadLoop(rctx, g, w, ld.files, path, hup, logger) })
 	err = g.Run(ctx, ready)
 	stop()
 	wg.Wait()
@@ -64,14 +67,23 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 }
 
 // reloadLoop reloads g from path on each SIGHUP and each change of the
-// file's content, one reload at a time, until ctx is done.
-func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, path string, hup <-chan os.Signal, logger *slog.Logger) {
+// file's content or of the descriptor files it names, one reload at a
+// time, until ctx is done.
+func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, path string, hup <-chan os.Signal, logger *slog.Logger) {
+	filesSum := sumFiles(files)
 	reload := func(data []byte, readErr error) {
 		_ = g.Reload(func() (gateway.Options, error) {
 			if readErr != nil {
 				return gateway.Options{}, fmt.Errorf("config: %w", readErr)
 			}
-			return loadOptions(path, data)
+			opts, ld, err := loadOptions(path, data)
+			if err == nil {
+				files, filesSum = ld.files, sumFiles(ld.files)
+				for _, w := range ld.warnings {
+					logger.Warn(w, "config", path)
+				}
+			}
+			return opts, err
 		})
 	}
 	t := time.NewTicker(pollInterval)
@@ -99,29 +111,71 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, p
 				reload(data, nil)
 			default:
 				lastErr = ""
+				if files != nil && sumFiles(files) != filesSum {
+					logger.Info("a descriptor file changed: reloading the configuration", "config", path)
+					data, err := w.Read()
+					reload(data, err)
+				}
 			}
 		}
 	}
 }
 
-// loadOptions parses data, the content of the config file at path, into
-// the gateway's options, with the same messages as check-config.
-func loadOptions(path string, data []byte) (gateway.Options, error) {
-	cfg, err := config.Parse(data, path)
+// loaded is what loading a config file tells besides the gateway's
+// options: its warnings, and how to list the descriptor files it names
+// (nil when it names none), which a reload follows too.
+type loaded struct {
+	warnings []string
+	files    func() []string
+}
+
+// loadOptions parses data, the content of the config file at path, and the
+// descriptor files it names into the gateway's options, with the same
+// messages as check-config.
+func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
+	cfg, err := config.ParseFile(data, path)
 	if err != nil {
-		return gateway.Options{}, err
+		return gateway.Options{}, loaded{}, err
 	}
 	opts, err := options(cfg)
 	if err != nil {
-		return gateway.Options{}, err
+		return gateway.Options{}, loaded{}, err
 	}
 	if cfg.Admin.API {
 		if opts.AdminToken, err = cfg.Admin.Token(path); err != nil {
-			return gateway.Options{}, err
+			return gateway.Options{}, loaded{}, err
+		}
+	}
+	ld := loaded{warnings: warnings(cfg)}
+	if svc := cfg.Service; svc != nil {
+		ld.files = func() []string {
+			// A directory that cannot be listed now lists what it can;
+			// the reload it triggers reports the error.
+			fs, _ := svc.Files(path)
+			return fs
 		}
 	}
 	opts.ConfigHash = configHash(data)
-	return opts, nil
+	return opts, ld, nil
+}
+
+// sumFiles returns a digest of the names and contents of the files list
+// returns; a file that cannot be read counts as empty, so that its return
+// counts as a change. A nil list sums nothing.
+func sumFiles(list func() []string) [sha256.Size]byte {
+	h := sha256.New()
+	if list == nil {
+		var sum [sha256.Size]byte
+		return sum
+	}
+	for _, f := range list() {
+		b, _ := os.ReadFile(f)
+		fmt.Fprintf(h, "%d:%s:%d:", len(f), f, len(b))
+		h.Write(b)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // configHash is the first 16 hex digits of the SHA-256 of a config file.

@@ -30,8 +30,11 @@ type Admin struct {
 // MinTokenLen is the shortest admin token accepted, in bytes.
 const MinTokenLen = 16
 
+// adminFields are the fields of admin.
+var adminFields = []string{"api", "token_file", "allow_remote"}
+
 func (d *decoder) admin(n *yaml.Node, a *Admin) {
-	d.fields(n, "admin", []string{"api", "token_file", "allow_remote"}, func(key string, v *yaml.Node) {
+	d.fields(n, "admin", adminFields, func(key string, v *yaml.Node) {
 		p := "admin." + key
 		switch key {
 		case "api", "allow_remote":
@@ -56,14 +59,6 @@ func (d *decoder) admin(n *yaml.Node, a *Admin) {
 	})
 }
 
-func (d *decoder) boolean(n *yaml.Node, path string) (bool, bool) {
-	n = resolve(n)
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		d.add(n, path, "want true or false, got %q", n.Value)
-		return false, false
-	}
-	return n.Value == "true" || n.Value == "True" || n.Value == "TRUE", true
-}
 
 // checkAdmin checks the admin section against the server section: the API
 // needs a token file and the admin listener, and that listener must be on

@@ -8,8 +8,11 @@ import (
 	"github.com/sluicehq/sluice/clientip"
 )
 
+// clientIPFields are the fields of client_ip.
+var clientIPFields = []string{"trusted_proxies", "header", "ipv4_prefix", "ipv6_prefix"}
+
 func (d *decoder) clientIP(n *yaml.Node, o *clientip.Options) {
-	d.fields(n, "client_ip", []string{"trusted_proxies", "header", "ipv4_prefix", "ipv6_prefix"}, func(key string, v *yaml.Node) {
+	d.fields(n, "client_ip", clientIPFields, func(key string, v *yaml.Node) {
 		p := "client_ip." + key
 		switch key {
 		case "trusted_proxies":

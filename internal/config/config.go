@@ -1,5 +1,6 @@
-// Package config reads the sluice gateway's config file (YAML; see
-// examples/quickstart.yaml) into the options of packages httplimit,
+// Package config reads the sluice gateway's config file (YAML; every field
+// is documented in docs/config.md, which a test holds to the decoder's
+// field lists; examples/quickstart.yaml is a complete file) into the options of packages httplimit,
 // clientip and redisstore. Every problem is reported at once, each with the
 // field's path and its line and column.
 package config
@@ -7,14 +8,20 @@ package config
 import (
 	"fmt"
 	"io"
-	"net/url"
+	"net"
+	"net/netip"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/redisstore"
 )
 
 // MaxSize is the largest config file accepted, in bytes.
@@ -23,8 +30,11 @@ const MaxSize = 1 << 20
 // Config is a validated config file.
 type Config struct {
 	Server   Server
-	Upstream string // "builtin:echo" or an http(s) URL
-	Store    Store
+	Upstream string // "builtin:echo" or an http(s) URL (upstream, or upstream.url)
+	// Proxy holds the rest of the upstream mapping: the reverse proxy's
+	// timeouts and Host header.
+	Proxy Proxy
+	Store Store
 	// ClientIP configures how the "ip" key part finds the client.
 	ClientIP clientip.Options
 	// Limiter holds the rules, tiers, headers and over-limit header;
@@ -35,7 +45,14 @@ type Config struct {
 	RejectionLogsPerSecond int64
 	// Admin configures the admin API.
 	Admin Admin
+	// Service is the rate-limit service for Envoy; nil when the file has
+	// no service section.
+	Service *Service
 }
+
+// Gateway reports whether the file runs the gateway listener: it does
+// when it names an upstream.
+func (c *Config) Gateway() bool { return c.Upstream != "" }
 
 // Load reads and validates the file at path.
 func Load(path string) (*Config, error) {
@@ -48,10 +65,32 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: reading %s: %w", path, err)
 	}
-	return Parse(data, path)
+	return ParseFile(data, path)
 }
 
-// Parse validates data, the contents of the file called name.
+// ParseFile is Parse followed by the reading of the files the config
+// names: the service section's descriptor files, relative to the
+// directory of path, the config file's own path. Their problems are
+// reported with their own file names and lines.
+func ParseFile(data []byte, path string) (*Config, error) {
+	c, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	if c.Service != nil {
+		var check func(sluice.Limit) error
+		if c.Store.Backend == "redis" {
+			check = redisstore.CheckLimit
+		}
+		if err := loadService(c.Service, filepath.Dir(path), check); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Parse validates data, the contents of the file called name. It reads no
+// other file: see ParseFile.
 func Parse(data []byte, name string) (*Config, error) {
 	d := &decoder{err: &Error{File: name}}
 	if len(data) > MaxSize {
@@ -60,7 +99,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(err)
+		d.yamlError(data, err)
 		return nil, d.err
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
@@ -74,36 +113,35 @@ func Parse(data []byte, name string) (*Config, error) {
 	return c, nil
 }
 
+// rootFields are the top-level fields of a config file.
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin"}
+
+// logFields are the fields of log.
+var logFields = []string{"rejections_per_second"}
+
 func (d *decoder) config(root *yaml.Node) *Config {
 	c := &Config{
 		Server: Server{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", ShutdownTimeout: 10 * time.Second,
-			ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10},
+			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10},
+		Proxy:                  Proxy{DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second, PreserveHost: true},
 		Store:                  Store{Backend: "memory", MaxKeys: 1_000_000},
 		RejectionLogsPerSecond: 10,
 	}
 	c.Limiter.Headers = httplimit.HeadersIETF | httplimit.HeadersLegacy
 	c.Limiter.Tiers.Default = "free"
 	if resolve(root).Kind != yaml.MappingNode {
-		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules; see examples/quickstart.yaml")
+		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
 	var storeNode, redisNode, rulesNode, tiersNode, adminNode *yaml.Node
 	hasUpstream := false
-	d.fields(root, "", []string{"server", "upstream", "store", "client_ip", "headers", "tiers", "rules", "log", "admin"}, func(key string, v *yaml.Node) {
+	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
 		case "server":
 			d.server(v, &c.Server, &c.Limiter)
 		case "upstream":
 			hasUpstream = true
-			if s, ok := d.str(v, key); ok {
-				c.Upstream = s
-				if s != "builtin:echo" {
-					u, err := url.Parse(s)
-					if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-						d.add(v, key, "want builtin:echo or an http:// or https:// URL with a host, got %q", s)
-					}
-				}
-			}
+			d.upstream(v, c)
 		case "store":
 			storeNode = v
 			redisNode = d.store(v, &c.Store)
@@ -119,8 +157,11 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		case "admin":
 			adminNode = v
 			d.admin(v, &c.Admin)
+		case "service":
+			c.Service = &Service{}
+			d.service(v, c.Service)
 		case "log":
-			d.fields(v, key, []string{"rejections_per_second"}, func(k string, v *yaml.Node) {
+			d.fields(v, key, logFields, func(k string, v *yaml.Node) {
 				if n, ok := d.integer(v, "log."+k, 0, 1_000_000); ok {
 					c.RejectionLogsPerSecond = n
 					if n == 0 {
@@ -131,8 +172,18 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		}
 	})
 	d.checkAdmin(adminNode, c)
-	if !hasUpstream {
-		d.add(root, "upstream", "missing: want builtin:echo or the URL of the API to protect")
+	if hasUpstream && c.Server.Admin != "" && sameAddress(c.Server.Listen, c.Server.Admin) {
+		// Point at admin, or at listen if admin is the default.
+		if at := lookup(root, "server", "admin"); at != nil {
+			d.add(at, "server.admin", "%s takes the port of server.listen (%s): give the admin listener a port of its own, or off", c.Server.Admin, c.Server.Listen)
+		} else {
+			d.add(lookup(root, "server", "listen"), "server.listen", "%s takes the port of server.admin (%s, the default): give server.admin a port of its own, or off", c.Server.Listen, c.Server.Admin)
+		}
+	}
+	d.checkListeners(root, c, hasUpstream)
+	usesRules := hasUpstream || c.Server.ForwardAuth != nil
+	if !usesRules && c.Service == nil {
+		d.add(root, "upstream", "missing: want upstream (the gateway: builtin:echo or the URL of the API to protect), service (the rate-limit service for Envoy) or server.forward_auth; see examples/")
 	}
 	switch {
 	case c.Store.Backend == "redis" && redisNode == nil:
@@ -140,11 +191,135 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	case c.Store.Backend == "memory" && redisNode != nil:
 		d.add(redisNode, "store.redis", "only for backend redis; the backend is memory")
 	}
-	if rulesNode == nil {
+	switch {
+	case rulesNode == nil && usesRules:
 		d.add(root, "rules", "missing: want at least one rule")
-	} else {
+	case rulesNode != nil && !usesRules:
+		d.add(rulesNode, "rules", "only the gateway (upstream) and forward-auth (server.forward_auth) apply rules, and the file enables neither")
+	case rulesNode != nil:
+		before := len(d.err.Problems)
 		c.Limiter.Rules = d.rules(rulesNode, c.Limiter.Tiers)
+		if c.Store.Backend == "redis" && len(d.err.Problems) == before {
+			d.checkRedisRules(rulesNode, c.Limiter.Rules)
+		}
 	}
 	_ = tiersNode
 	return c
+}
+
+// checkRedisRules reports the limits of rules, all valid, that the Redis
+// store cannot run, at their periods: rules run on Redis exactly as
+// checked, never by failing open at request time.
+func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) {
+	d.storeCheck = redisstore.CheckLimit
+	defer func() { d.storeCheck = nil }()
+	nodes := resolve(rulesNode).Content
+	for i, r := range rules {
+		if r.Action == httplimit.Exempt || i >= len(nodes) {
+			continue
+		}
+		path := fmt.Sprintf("rules[%d]", i)
+		d.checkStore(r.Limit, lookup(nodes[i], "period"), path+".period")
+		for _, t := range sortedTiers(r.Tiers) {
+			at, p := lookup(nodes[i], "tiers", t, "period"), path+".tiers."+t+".period"
+			if at == nil {
+				at, p = lookup(nodes[i], "period"), path+".period"
+			}
+			d.checkStore(r.Tiers[t], at, p)
+		}
+	}
+}
+
+func sortedTiers(m map[string]sluice.Limit) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkListeners reports two enabled listeners on one address (the gateway
+// and admin listeners have their own messages, above).
+func (d *decoder) checkListeners(root *yaml.Node, c *Config, gateway bool) {
+	type listener struct{ path, addr string }
+	var ls []listener
+	if gateway {
+		ls = append(ls, listener{"server.listen", c.Server.Listen})
+	}
+	if c.Server.Admin != "" {
+		ls = append(ls, listener{"server.admin", c.Server.Admin})
+	}
+	if fa := c.Server.ForwardAuth; fa != nil && fa.Listen != "" {
+		ls = append(ls, listener{"server.forward_auth.listen", fa.Listen})
+	}
+	if s := c.Service; s != nil {
+		if s.GRPC != "" {
+			ls = append(ls, listener{"service.grpc", s.GRPC})
+		}
+		if s.HTTP != "" {
+			ls = append(ls, listener{"service.http", s.HTTP})
+		}
+	}
+	for i, a := range ls {
+		for _, b := range ls[:i] {
+			if a.path == "server.admin" && b.path == "server.listen" {
+				continue
+			}
+			if sameAddress(a.addr, b.addr) {
+				d.add(lookup(root, strings.Split(a.path, ".")...), a.path, "%s takes the port of %s (%s): give each listener a port of its own", a.addr, b.path, b.addr)
+			}
+		}
+	}
+}
+
+// sameAddress reports whether two listeners at host:port addresses a and b
+// would collide: the same port (not 0, which picks a free one) on hosts
+// that are equal, or where either is a wildcard (empty, 0.0.0.0 or ::),
+// which takes the port on every address. localhost counts as both loopback
+// addresses. Other host names are compared as written, without resolving
+// them.
+func sameAddress(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa == "0" || !samePort(pa, pb) {
+		return false
+	}
+	ia, ib := hostAddrs(ha), hostAddrs(hb)
+	if ia == nil || ib == nil {
+		return strings.EqualFold(ha, hb)
+	}
+	for _, x := range ia {
+		for _, y := range ib {
+			if x == y || x.IsUnspecified() || y.IsUnspecified() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func samePort(a, b string) bool {
+	if a == b {
+		return true
+	}
+	na, errA := net.LookupPort("tcp", a)
+	nb, errB := net.LookupPort("tcp", b)
+	return errA == nil && errB == nil && na == nb
+}
+
+// hostAddrs returns the addresses a listener on host binds, or nil for a
+// host name other than localhost.
+func hostAddrs(host string) []netip.Addr {
+	switch strings.ToLower(host) {
+	case "":
+		return []netip.Addr{netip.IPv6Unspecified()}
+	case "localhost":
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()}
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	return []netip.Addr{a.Unmap().WithZone("")}
 }

@@ -46,7 +46,7 @@ func TestQuickstartLoads(t *testing.T) {
 		{"health", []string{"/healthz"}, nil, "", httplimit.Exempt, sluice.Limit{}, 0},
 		{"login", []string{"/login"}, []string{"POST"}, "ip", httplimit.Reject, sluice.Limit{Algorithm: sluice.SlidingLog, Count: 5, Period: time.Minute}, 0},
 		{"search", []string{"/api/search"}, nil, "header:X-Api-Key", httplimit.Reject, tb(20, 40), 0},
-		{"export", []string{"/api/export/*"}, nil, "ip,header:X-User-Id", httplimit.Delay, sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Hour}, 5 * time.Second},
+		{"export", []string{"/api/export/*"}, nil, "ip,header:X-User-Id", httplimit.Delay, sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Second, Burst: 1}, 5 * time.Second},
 		{"per-ip", []string{"/*"}, nil, "ip", httplimit.Reject, sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 1000, Period: time.Hour}, 0},
 		{"global-writes", nil, []string{"POST", "PUT", "PATCH", "DELETE"}, "global", httplimit.Shadow, sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10000, Period: time.Second}, 0},
 	}
@@ -78,6 +78,11 @@ func TestExamplesLoad(t *testing.T) {
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)
 	}
+	nested, err := filepath.Glob("../../examples/*/sluice.yaml") // the Sluice configs of the proxy and service examples
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, nested...)
 	for _, f := range files {
 		if _, err := config.Load(f); err != nil {
 			t.Errorf("%s: %v", f, err)
@@ -174,6 +179,87 @@ func TestOtherProblems(t *testing.T) {
 	}
 }
 
+// A value of the wrong kind is described in its problem: what was found,
+// not an empty string.
+func TestWrongKindSaysWhatWasFound(t *testing.T) {
+	const rule = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s}]\n"
+	for _, tc := range []struct {
+		path, file string // X marks the value
+		want       string
+	}{
+		{"rules[0].limit", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: X, period: 1s}]\n", "want a whole number, got "},
+		{"rules[0].burst", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, burst: X, period: 1s}]\n", "want a whole number, got "},
+		{"rules[0].tiers.p.limit", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s, tiers: {p: {limit: X}}}]\n", "want a whole number, got "},
+		{"store.max_keys", "store: {max_keys: X}\n" + rule, "want a whole number, got "},
+		{"store.redis.db", "store: {backend: redis, redis: {url: 'redis://x:1', db: X}}\n" + rule, "want a whole number, got "},
+		{"server.max_header_bytes", "server: {max_header_bytes: X}\n" + rule, "want a whole number, got "},
+		{"client_ip.ipv6_prefix", "client_ip: {ipv6_prefix: X}\n" + rule, "want a whole number, got "},
+		{"log.rejections_per_second", "log: {rejections_per_second: X}\n" + rule, "want a whole number, got "},
+		{"rules[0].period", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: X}]\n", "want a duration such as 10s, 1m or 1h, got "},
+		{"rules[0].max_delay", "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s, action: delay, max_delay: X}]\n", "want a duration such as 10s, 1m or 1h, got "},
+		{"server.shutdown_timeout", "server: {shutdown_timeout: X}\n" + rule, "want a duration such as 10s, 1m or 1h, got "},
+		{"store.redis.timeout", "store: {backend: redis, redis: {url: 'redis://x:1', timeout: X}}\n" + rule, "want a duration such as 10s, 1m or 1h, got "},
+		{"rules[0].name", "upstream: builtin:echo\nrules: [{name: X, algorithm: gcra, limit: 5, period: 1s}]\n", "want a string, got "},
+		{"rules[0].algorithm", "upstream: builtin:echo\nrules: [{name: a, algorithm: X, limit: 5, period: 1s}]\n", "want a string, got "},
+		{"server.listen", "server: {listen: X}\n" + rule, "want a string, got "},
+		{"store.backend", "store: {backend: X}\n" + rule, "want a string, got "},
+		{"tiers.default", "tiers: {default: X}\n" + rule, "want a string, got "},
+		{"client_ip.header", "client_ip: {header: X}\n" + rule, "want a string, got "},
+	} {
+		for _, bad := range []struct{ value, got string }{{"[5]", "a list"}, {"{a: 1}", "a mapping"}, {"", "nothing"}} {
+			file := strings.Replace(tc.file, "X", bad.value, 1)
+			want := tc.path + ": " + tc.want + bad.got
+			if _, err := config.Parse([]byte(file), "k.yaml"); err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: %s: got %v, want %q", tc.path, bad.value, err, want)
+			}
+		}
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"server: [a]\n" + rule, "server: want a mapping of listen, "},
+		{"headers: {a: 1}\n" + rule, "headers: want a list, such as [a, b], got a mapping"},
+		{"client_ip: {trusted_proxies: 10.0.0.0/8}\n" + rule, `client_ip.trusted_proxies: want a list, such as [a, b], got "10.0.0.0/8"`},
+		{"upstream: builtin:echo\nrules: {a: 1}\n", "rules: want a list of rules, got a mapping"},
+		{"tiers: {from: 'header:K', keys: [a]}\n" + rule, "tiers.keys: want a mapping from a value (such as an API key) to a tier name, got a list"},
+		{"upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5, period: 1s, tiers: [p]}]\n", "rules[0].tiers: want a mapping from tier name to { limit, burst, period, algorithm }, got a list"},
+		{"- a\n", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got a list"},
+		{"upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 5.5, period: 1s}]\n", `rules[0].limit: want a whole number, got "5.5"`},
+	} {
+		if _, err := config.Parse([]byte(tc.file), "k.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want %q", tc.file, err, tc.want)
+		}
+	}
+	// server: [a] lists the fields and says what it found.
+	if _, err := config.Parse([]byte("server: [a]\n"+rule), "k.yaml"); err == nil || !strings.Contains(err.Error(), ", got a list") {
+		t.Errorf("server: [a]: got %v, want it to say it got a list", err)
+	}
+}
+
+// A syntax error is reported at the line and column of the mistake, not at
+// the line where the YAML parser's enclosing collection began.
+func TestSyntaxErrorPosition(t *testing.T) {
+	const head = "upstream: builtin:echo\nrules:\n  - name: a\n    algorithm: gcra\n"
+	for _, tc := range []struct{ name, file, want string }{
+		{"misindented field in a list entry", head + "   limit: 5\n    period: 1s\n", "s.yaml:5:4: did not find expected '-' indicator"},
+		{"misindented second entry", "rules:\n  - name: a\n  - name: b\n   x: 1\n", "s.yaml:4:4: did not find expected '-' indicator"},
+		{"unclosed flow list", head + "    limit: [5\n    period: 1s\n", "s.yaml:5:13: did not find expected ',' or ']'"},
+		{"unclosed flow mapping", "upstream: builtin:echo\nserver: {listen: 127.0.0.1:1\nrules: []\n", "s.yaml:2:10: did not find expected ',' or '}'"},
+		{"tab indentation", "upstream: builtin:echo\nrules:\n\t- name: a\n", "s.yaml:3:1: found character that cannot start any token (indent with spaces, not tabs"},
+		{"colon in a value", "upstream: builtin:echo\nrules:\n  - name: a: b\n", "s.yaml:3:12: mapping values are not allowed in this context"},
+		{"unterminated quote", "upstream: builtin:echo\nrules:\n  - name: 'a\n    limit: 5\n", "s.yaml:3:11: found unexpected end of stream"},
+		{"outdented key", "server:\n  listen: 127.0.0.1:1\n admin: off\n", "s.yaml:3:2: did not find expected key"},
+		{"list item in a mapping", "upstream: builtin:echo\nstore: memory\n- rules\n", "s.yaml:3:1: did not find expected key"},
+		{"reserved character", "upstream: builtin:echo\nrules:\n  - name: @a\n", "s.yaml:3:11: found character that cannot start any token"},
+		{"unknown alias", "upstream: *nope\n", "s.yaml:1:"},
+		{"no line ending", head + "   limit: 5", "s.yaml:5:4: did not find expected '-' indicator"},
+		{"after multibyte characters", "# é\nupstream: builtin:echo # ééé\nrules:\n  - name: \"é\": x\n", "s.yaml:4:14: mapping values are not allowed"},
+	} {
+		_, err := config.Parse([]byte(tc.file), "s.yaml")
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
 func TestRedisSettings(t *testing.T) {
 	c, err := config.Parse([]byte(`upstream: http://127.0.0.1:3000
 store:
@@ -203,12 +289,26 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {p: {burst: 3}}}]\n")
 	f.Add("a: &a [*a, *a]\n")
+	// Syntax errors, which are located by parsing prefixes of the file.
+	f.Add("rules:\n  - name: a\n   limit: 5\n")
+	f.Add("upstream: 'x\nrules: [\n")
+	f.Add("a: b\r\n\tc: d\r\n")
+	f.Add("# é\nupstream: builtin:echo\nrules:\n  - name: \"é\": x\n")
+	f.Add("server: {read_timeout: 30s, path_case: sensitive}\nupstream: {url: http://x:1, dial_timeout: 1s, host: upstream}\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := config.Parse([]byte(s), "fuzz.yaml")
 		if err != nil {
 			var ce *config.Error
 			if !errors.As(err, &ce) || len(ce.Problems) == 0 {
 				t.Fatalf("error without problems: %v", err)
+			}
+			// A problem is in the file, or just after its end (where
+			// YAML places an empty document's node).
+			lines := strings.Count(s, "\n") + 2
+			for _, p := range ce.Problems {
+				if p.Line < 0 || p.Line > lines || p.Column < 0 || (p.Line > 0) != (p.Column > 0) {
+					t.Fatalf("problem at %d:%d in a file of %d lines: %v", p.Line, p.Column, lines, p)
+				}
 			}
 			return
 		}
@@ -219,4 +319,63 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestForwardAuth(t *testing.T) {
+	const base = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+	c, err := config.Parse([]byte(base+"server:\n  forward_auth: { listen: 127.0.0.1:8083, trusted_proxies: [127.0.0.1, 10.0.0.0/8] }\n"), "fa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fa := c.Server.ForwardAuth
+	if fa == nil || fa.Listen != "127.0.0.1:8083" || len(fa.TrustedProxies) != 2 || fa.TrustedProxies[0].String() != "127.0.0.1/32" || fa.TrustedProxies[1].String() != "10.0.0.0/8" {
+		t.Errorf("got %+v", fa)
+	}
+	if c, err := config.Parse([]byte(base), "none.yaml"); err != nil || c.Server.ForwardAuth != nil {
+		t.Errorf("without the section: got %+v, %v; want nil", c.Server.ForwardAuth, err)
+	}
+	for file, want := range map[string]string{
+		"server:\n  forward_auth: { trusted_proxies: [127.0.0.1] }\n":                      "server.forward_auth.listen: missing",
+		"server:\n  forward_auth: { listen: 127.0.0.1:8083 }\n":                            "server.forward_auth.trusted_proxies: missing",
+		"server:\n  forward_auth: { listen: 127.0.0.1:8083, trusted_proxies: [] }\n":       "server.forward_auth.trusted_proxies: empty",
+		"server:\n  forward_auth: { listen: nope, trusted_proxies: [127.0.0.1] }\n":        "server.forward_auth.listen: want host:port",
+		"server:\n  forward_auth: { listen: 127.0.0.1:1, trusted_proxies: [bogus] }\n":     "server.forward_auth.trusted_proxies[0]: want a CIDR",
+		"server:\n  forward_auth: { listen: 127.0.0.1:1, trusted_proxies: [x], pth: a }\n": "server.forward_auth.pth: unknown field",
+	} {
+		_, err := config.Parse([]byte(base+file), "fa.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", file, err, want)
+		}
+	}
+}
+
+func TestListenAndAdminCollide(t *testing.T) {
+	const rules = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+	for _, tc := range []struct {
+		server string
+		want   string // the problem; "" for none
+	}{
+		{"{listen: 127.0.0.1:8080, admin: 127.0.0.1:8080}", "c.yaml:1:41: server.admin: 127.0.0.1:8080 takes the port of server.listen (127.0.0.1:8080)"},
+		{"{listen: ':8080', admin: 0.0.0.0:8080}", "server.admin: 0.0.0.0:8080 takes the port"},
+		{"{listen: 0.0.0.0:8080, admin: 127.0.0.1:8080}", "server.admin: 127.0.0.1:8080 takes the port"},
+		{"{listen: '[::]:8080', admin: 10.1.2.3:8080}", "server.admin: 10.1.2.3:8080 takes the port"},
+		{"{listen: localhost:8080, admin: '[::1]:8080'}", "server.admin: [::1]:8080 takes the port"},
+		{"{listen: '[::ffff:127.0.0.1]:80', admin: '127.0.0.1:http'}", "server.admin: 127.0.0.1:http takes the port"},
+		{"{listen: Gateway.internal:8080, admin: gateway.internal:8080}", "server.admin: gateway.internal:8080 takes the port"},
+		{"{listen: 127.0.0.1:9090}", "c.yaml:1:18: server.listen: 127.0.0.1:9090 takes the port of server.admin (127.0.0.1:9090, the default)"},
+		{"{listen: 127.0.0.1:8080, admin: 127.0.0.1:9090}", ""},
+		{"{listen: 127.0.0.1:8080, admin: 127.0.0.2:8080}", ""},
+		{"{listen: 127.0.0.1:8080, admin: '[::1]:8080'}", ""},
+		{"{listen: 127.0.0.1:0, admin: 127.0.0.1:0}", ""},
+		{"{listen: 127.0.0.1:9090, admin: off}", ""},
+		{"{listen: a.internal:8080, admin: b.internal:8080}", ""},
+	} {
+		_, err := config.Parse([]byte("server: "+tc.server+"\n"+rules), "c.yaml")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: got %v, want no problem", tc.server, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want a problem containing %q", tc.server, err, tc.want)
+		}
+	}
 }

@@ -13,12 +13,19 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
+// ruleFields are the fields of a rule (rules[]).
 var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay"}
+
+// tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
+var tierLimitFields = []string{"algorithm", "limit", "period", "burst"}
+
+// matchFields are the fields of a rule's match.
+var matchFields = []string{"path", "paths", "methods", "hosts"}
 
 func (d *decoder) rules(n *yaml.Node, tiers httplimit.Tiers) []httplimit.Rule {
 	n = resolve(n)
 	if n.Kind != yaml.SequenceNode {
-		d.add(n, "rules", "want a list of rules")
+		d.add(n, "rules", "want a list of rules, got %s", found(n))
 		return nil
 	}
 	if len(n.Content) == 0 {
@@ -185,7 +192,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		case "tiers":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
-				d.add(v, p, "want a mapping from tier name to { limit, burst, period, algorithm }")
+				d.add(v, p, "want a mapping from tier name to { limit, burst, period, algorithm }, got %s", found(v))
 				return
 			}
 			for i := 0; i+1 < len(v.Content); i += 2 {
@@ -201,7 +208,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 					continue
 				}
 				ts := &limitSpec{}
-				d.fields(tv, tp, []string{"algorithm", "limit", "period", "burst"}, func(key string, v *yaml.Node) {
+				d.fields(tv, tp, tierLimitFields, func(key string, v *yaml.Node) {
 					d.limitField(key, v, tp, ts)
 				})
 				tierSpecs[name], tierNodes[name] = ts, tv
@@ -295,7 +302,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 }
 
 func (d *decoder) match(n *yaml.Node, path string, m *httplimit.Match) {
-	d.fields(n, path, []string{"path", "paths", "methods", "hosts"}, func(key string, v *yaml.Node) {
+	d.fields(n, path, matchFields, func(key string, v *yaml.Node) {
 		p := path + "." + key
 		ss, ok := d.strings(v, p, true)
 		if !ok {

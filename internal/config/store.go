@@ -19,10 +19,16 @@ type Store struct {
 	Redis   redisstore.Options
 }
 
+// storeFields are the fields of store.
+var storeFields = []string{"backend", "max_keys", "redis", "on_error"}
+
+// redisFields are the fields of store.redis.
+var redisFields = []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix"}
+
 // store decodes the store section and returns its redis node, if any.
 func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
 	var redisNode *yaml.Node
-	d.fields(n, "store", []string{"backend", "max_keys", "redis", "on_error"}, func(key string, v *yaml.Node) {
+	d.fields(n, "store", storeFields, func(key string, v *yaml.Node) {
 		p := "store." + key
 		switch key {
 		case "backend":
@@ -56,7 +62,7 @@ func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
 
 func (d *decoder) redis(n *yaml.Node, r *redisstore.Options) {
 	hasAddr := false
-	d.fields(n, "store.redis", []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix"}, func(key string, v *yaml.Node) {
+	d.fields(n, "store.redis", redisFields, func(key string, v *yaml.Node) {
 		p := "store.redis." + key
 		switch key {
 		case "url":

@@ -8,8 +8,11 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 )
 
+// tiersFields are the fields of tiers.
+var tiersFields = []string{"from", "default", "keys"}
+
 func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
-	d.fields(n, "tiers", []string{"from", "default", "keys"}, func(key string, v *yaml.Node) {
+	d.fields(n, "tiers", tiersFields, func(key string, v *yaml.Node) {
 		p := "tiers." + key
 		switch key {
 		case "from":
@@ -35,7 +38,7 @@ func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
 		case "keys":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
-				d.add(v, p, "want a mapping from a value (such as an API key) to a tier name")
+				d.add(v, p, "want a mapping from a value (such as an API key) to a tier name, got %s", found(v))
 				return
 			}
 			t.Keys = make(map[string]string, len(v.Content)/2)

@@ -1,13 +1,17 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
 )
 
 // The YAML walker every section decodes with: it reports each problem with
@@ -16,6 +20,9 @@ import (
 // decoder walks the YAML tree, collecting problems.
 type decoder struct {
 	err *Error
+	// check, if set, reports a valid limit that the chosen store still
+	// cannot run (see DescriptorOptions.Check).
+	storeCheck func(sluice.Limit) error
 }
 
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
@@ -26,29 +33,121 @@ func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
 	d.err.Problems = append(d.err.Problems, p)
 }
 
-// yamlError turns a syntax error ("yaml: line 3: ...") into a problem.
-func (d *decoder) yamlError(err error) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+// yamlError turns a syntax error into a problem at the line and column of
+// the mistake. The YAML parser reports the line where the enclosing
+// collection began (zero-based, for most errors), which can be far above
+// the mistake: "did not find expected '-' indicator" at the line of a list
+// whose fifth line is misindented. So yamlError finds the first position at
+// which a prefix of data fails with the same message: the prefix that ends
+// there holds the mistake, and the prefix one byte shorter does not.
+func (d *decoder) yamlError(data []byte, err error) {
+	msg := syntaxMessage(err)
+	fails := func(n int) bool {
+		var doc yaml.Node
+		err := yaml.Unmarshal(data[:n], &doc)
+		return err != nil && syntaxMessage(err) == msg
+	}
 	p := Problem{Message: msg}
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if i := strings.IndexByte(rest, ':'); i > 0 {
-			if l, err := strconv.Atoi(rest[:i]); err == nil {
-				p.Line, p.Column, p.Message = l, 1, strings.TrimSpace(rest[i+1:])
+	if fails(len(data)) && !fails(0) {
+		// Find the line, then the column: binary searches that keep
+		// fails(lo) false and fails(hi) true, a few dozen parses at most
+		// (milliseconds for a config file, seconds for a broken list of
+		// 40,000 entries near MaxSize).
+		lines := []int{0} // the offset at which each line starts, then len(data)
+		for i, c := range data {
+			if c == '\n' {
+				lines = append(lines, i+1)
 			}
 		}
+		if lines[len(lines)-1] != len(data) {
+			lines = append(lines, len(data))
+		}
+		lo, hi := 0, len(lines)-1 // indexes into lines
+		// The mistake is not above the line the parser names: skip the
+		// lines before it (one line more, for its zero-based numbers).
+		if l := syntaxLine(err) - 1; l > 0 && l < hi && !fails(lines[l]) {
+			lo = l
+		}
+		for hi-lo > 1 {
+			if m := (lo + hi) / 2; fails(lines[m]) {
+				hi = m
+			} else {
+				lo = m
+			}
+		}
+		start, end := lines[lo], lines[hi]
+		line := data[start:end]
+		olo, ohi := start, end // byte offsets
+		for ohi-olo > 1 {
+			if m := (olo + ohi) / 2; fails(m) {
+				ohi = m
+			} else {
+				olo = m
+			}
+		}
+		at := ohi - 1 // the byte whose addition makes the prefix fail
+		if data[at] == '\n' || data[at] == '\r' {
+			// The line as a whole is wrong: point at its first character.
+			at = start + len(line) - len(bytes.TrimLeft(line, " \t"))
+			if at >= end {
+				at = start
+			}
+		}
+		p.Line, p.Column = lo+1, utf8.RuneCount(data[start:at])+1
+	}
+	if h, ok := syntaxHints[msg]; ok {
+		p.Message += " (" + h + ")"
 	}
 	d.err.Problems = append(d.err.Problems, p)
 }
 
+// syntaxLine is the line number in a YAML syntax error, or 0.
+func syntaxLine(err error) int {
+	rest, ok := strings.CutPrefix(strings.TrimPrefix(err.Error(), "yaml: "), "line ")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(rest[:max(strings.IndexByte(rest, ':'), 0)])
+	return n
+}
+
+// syntaxMessage is a YAML syntax error's message without "yaml: " and the
+// parser's "line N: ".
+func syntaxMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
+		if i := strings.IndexByte(rest, ':'); i > 0 {
+			if _, err := strconv.Atoi(rest[:i]); err == nil {
+				msg = strings.TrimSpace(rest[i+1:])
+			}
+		}
+	}
+	return msg
+}
+
+// syntaxHints explains the YAML parser's most common messages.
+var syntaxHints = map[string]string{
+	"did not find expected '-' indicator":             "is this line indented as far as the list's other entries and their fields?",
+	"did not find expected key":                       "is this line indented as far as the fields above it?",
+	"found a tab character that violates indentation": "indent with spaces, not tabs",
+	"mapping values are not allowed in this context":  "quote a value that contains \": \", and check this line's indentation",
+	"found character that cannot start any token":     "indent with spaces, not tabs, and quote values that start with @ or `",
+	"did not find expected ',' or ']'":                "is a ] missing?",
+	"did not find expected ',' or '}'":                "is a } missing?",
+	"found unexpected end of stream":                  "is a closing quote missing?",
+}
+
 // fields calls f for each key of mapping n, reporting unknown keys (with a
-// suggestion), duplicates and a non-mapping n.
+// suggestion), duplicates and a non-mapping n. known is one of the
+// package's field lists (serverFields and the like): a test holds
+// docs/config.md to document every field of each.
 func (d *decoder) fields(n *yaml.Node, path string, known []string, f func(key string, v *yaml.Node)) {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
 		if n.Tag == "!!null" {
 			return
 		}
-		d.add(n, path, "want a mapping of %s", strings.Join(known, ", "))
+		d.add(n, path, "want a mapping of %s, got %s", strings.Join(known, ", "), found(n))
 		return
 	}
 	seen := map[string]bool{}
@@ -70,6 +169,45 @@ func (d *decoder) fields(n *yaml.Node, path string, known []string, f func(key s
 			f(key, v)
 		}
 	}
+}
+
+// lookup returns the value at keys below mapping n, or nil if there is
+// none.
+func lookup(n *yaml.Node, keys ...string) *yaml.Node {
+	at := n
+	for _, k := range keys {
+		m := resolve(at)
+		if m.Kind != yaml.MappingNode {
+			return nil
+		}
+		at = nil
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == k {
+				at = m.Content[i+1]
+			}
+		}
+		if at == nil {
+			return nil
+		}
+	}
+	return at
+}
+
+// found describes what a node holds, for "want X, got Y" problems: a
+// scalar as written, quoted; otherwise its kind.
+func found(n *yaml.Node) string {
+	n = resolve(n)
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case n.Kind == yaml.AliasNode:
+		return "an alias to nothing"
+	case n.Tag == "!!null" && (n.Value == "" || n.Value == "~"):
+		return "nothing"
+	}
+	return strconv.Quote(n.Value)
 }
 
 func resolve(n *yaml.Node) *yaml.Node {
@@ -121,7 +259,7 @@ func distance(a, b string) int {
 func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		d.add(n, path, "want a string")
+		d.add(n, path, "want a string, got %s", found(n))
 		return "", false
 	}
 	return n.Value, true
@@ -130,7 +268,7 @@ func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		d.add(n, path, "want a whole number, got %q", n.Value)
+		d.add(n, path, "want a whole number, got %s", found(n))
 		return 0, false
 	}
 	v, err := strconv.ParseInt(strings.ReplaceAll(n.Value, "_", ""), 0, 64)
@@ -144,7 +282,7 @@ func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool)
 func (d *decoder) duration(n *yaml.Node, path string, lo, hi time.Duration) (time.Duration, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
-		d.add(n, path, "want a duration such as 10s, 1m or 1h")
+		d.add(n, path, "want a duration such as 10s, 1m or 1h, got %s", found(n))
 		return 0, false
 	}
 	v, err := time.ParseDuration(n.Value)
@@ -171,7 +309,7 @@ func (d *decoder) strings(n *yaml.Node, path string, single bool) ([]string, boo
 		return []string{n.Value}, true
 	}
 	if n.Kind != yaml.SequenceNode {
-		d.add(n, path, "want a list, such as [a, b]")
+		d.add(n, path, "want a list, such as [a, b], got %s", found(n))
 		return nil, false
 	}
 	out := make([]string, 0, len(n.Content))

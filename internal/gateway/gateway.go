@@ -24,11 +24,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/forwardauth"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -52,6 +57,20 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included, so that
+	// a client trickling its body cannot hold a connection (here and
+	// upstream) for long; such a request is answered 408. It is counted
+	// again when the request is passed upstream, so a delay rule's wait
+	// does not eat into it. An upgraded connection (WebSocket) is free of
+	// it once upgraded. Default 60 s.
+	ReadTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for its
+	// next request. Default 2 min.
+	IdleTimeout time.Duration
+	// Proxy configures the reverse proxy to an http(s) Upstream: its
+	// timeouts and Host header. Its ClientIP defaults to Limiter.ClientIP
+	// and its Logger to Logger.
+	Proxy ProxyOptions
 	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
 	// Backend is "memory" (default) or "redis".
@@ -80,6 +99,37 @@ type Options struct {
 	// ConfigHash identifies the configuration these options came from, in
 	// logs and in the sluice_config_info metric. Optional.
 	ConfigHash string
+	// Service runs the rate-limit service for Envoy (package rls) on the
+	// same store; nil runs none. Its listeners are fixed when the gateway
+	// is built; Reload swaps its rules.
+	Service *ServiceOptions
+	// ForwardAuth runs the forward-auth endpoint (package forwardauth)
+	// with the limiter's rules; nil runs none. Its listener is fixed when
+	// the gateway is built; Reload changes its trusted proxies.
+	ForwardAuth *ForwardAuthOptions
+}
+
+// ServiceOptions configure the rate-limit service.
+type ServiceOptions struct {
+	// GRPC is the address of the RLS v3 gRPC listener, with health and
+	// reflection; empty for none.
+	GRPC string
+	// HTTP is the address of POST /json and GET /healthcheck; empty for
+	// none.
+	HTTP string
+	// Rules is the descriptor tree. Required.
+	Rules *descriptor.Set
+	// OnStoreError and Headers are rls.Options'.
+	OnStoreError rls.Failure
+	Headers      rls.Headers
+}
+
+// ForwardAuthOptions configure the forward-auth endpoint.
+type ForwardAuthOptions struct {
+	// Listen is the endpoint's address. Required.
+	Listen string
+	// TrustedProxies are the proxies allowed to call it. Required.
+	TrustedProxies []netip.Prefix
 }
 
 // Gateway serves a configuration and takes new ones while it runs. What
@@ -108,6 +158,8 @@ type Gateway struct {
 
 	redis *redisstore.Store // nil on the memory backend
 	ov    *overrides.Set
+	svc   *rls.Service // nil without a service section
+	addrs atomic.Value // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex      // serialises Reload
@@ -126,25 +178,8 @@ type generation struct {
 	// closeIdle closes the upstream's idle connections once a reload has
 	// replaced it; connections in use finish their requests.
 	closeIdle func()
-}
-
-// upstreamFor builds the upstream handler a generation passes admitted
-// requests to.
-func (g *Gateway) upstreamFor(opts Options) (http.Handler, func(), error) {
-	if opts.Upstream == EchoUpstream {
-		return Echo(), func() {}, nil
-	}
-	u, err := url.Parse(opts.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
-	}
-	p := Proxy(u, g.log)
-	closeIdle := func() {
-		if t, ok := p.Transport.(interface{ CloseIdleConnections() }); ok {
-			t.CloseIdleConnections()
-		}
-	}
-	return oneValue(p), closeIdle, nil
+	// fa is the forward-auth endpoint over lim; nil without one.
+	fa http.Handler
 }
 
 // New builds the store, the first generation and the handlers. Close
@@ -177,6 +212,16 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.gen.Store(gen)
+	if so := opts.Service; so != nil {
+		m, err := rls.NewMetrics(g.reg)
+		if err == nil {
+			g.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: m, OnStoreError: so.OnStoreError, Headers: so.Headers})
+		}
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+	}
 	g.reloads.applied(opts.ConfigHash, time.Now(), false)
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.gen.Load().handler.ServeHTTP(w, r)
@@ -257,6 +302,12 @@ func withDefaults(opts Options) Options {
 	if opts.ReadHeaderTimeout <= 0 {
 		opts.ReadHeaderTimeout = 10 * time.Second
 	}
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = 60 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 2 * time.Minute
+	}
 	if opts.MaxHeaderBytes <= 0 {
 		opts.MaxHeaderBytes = 64 << 10
 	}
@@ -278,10 +329,12 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 	if len(opts.AdminToken) > 0 && !opts.AdminAllowRemote && !isLoopback(g.opts.Admin) {
 		return nil, fmt.Errorf("gateway: the admin API cannot run on the admin listener %s, which is not bound to a loopback address, without allow_remote", g.opts.Admin)
 	}
-	gen := &generation{opts: opts}
+	gen := &generation{opts: opts, closeIdle: func() {}}
 	var err error
-	if gen.upstream, gen.closeIdle, err = g.upstreamFor(opts); err != nil {
-		return nil, err
+	if opts.Upstream != "" {
+		if gen.upstream, gen.closeIdle, err = newUpstream(opts, g.log, g.m); err != nil {
+			return nil, err
+		}
 	}
 	lo := opts.Limiter
 	lo.Store = g.store
@@ -294,7 +347,19 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 	if gen.lim, err = httplimit.New(lo); err != nil {
 		return nil, fmt.Errorf("gateway: %w", err)
 	}
-	gen.handler = gen.lim.Handler(gen.upstream)
+	if gen.upstream != nil {
+		gen.handler = gen.lim.Handler(gen.upstream)
+	}
+	if fa := opts.ForwardAuth; fa != nil {
+		h, err := forwardauth.New(gen.lim.Handler, forwardauth.Options{TrustedProxies: fa.TrustedProxies, OverLimitHeader: opts.Limiter.OverLimitHeader})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		gen.fa = h
+	}
+	if opts.Service != nil && opts.Service.Rules == nil {
+		return nil, errors.New("gateway: the service has no descriptor rules")
+	}
 	return gen, nil
 }
 
@@ -324,13 +389,20 @@ func (g *Gateway) Reload(load func() (Options, error)) error {
 	if err == nil {
 		opts = withDefaults(opts)
 		opts.Logger = g.opts.Logger
+		restart := restartOnly(g.opts, opts)
+		opts = g.keepListeners(opts)
 		var gen *generation
 		if gen, err = g.build(opts); err == nil {
-			for _, f := range restartOnly(g.opts, opts) {
+			for _, f := range restart {
 				g.log.Warn("configuration reload: this setting needs a restart to change; keeping the running value",
 					"setting", f.name, "running", f.running, "file", f.file)
 			}
 			prev := g.gen.Swap(gen)
+			if g.svc != nil {
+				if err := g.svc.SetRules(opts.Service.Rules); err != nil {
+					g.log.Error("configuration reload: the service keeps its running rules", "error", err)
+				}
+			}
 			g.shutdown.Store(int64(opts.ShutdownTimeout))
 			// Requests in flight keep their connections; idle ones would
 			// otherwise linger until their timeout.
@@ -365,6 +437,16 @@ func restartOnly(run, file Options) []setting {
 	add("store.backend", backendOr(run.Backend), backendOr(file.Backend))
 	add("store.max_keys", run.MaxKeys, file.MaxKeys)
 	add("store.on_error", run.Redis.OnError, file.Redis.OnError)
+	add("upstream (the gateway listener, on or off)", run.Upstream != "", file.Upstream != "")
+	add("server.forward_auth", faListen(run.ForwardAuth), faListen(file.ForwardAuth))
+	rs, fs := run.Service, file.Service
+	add("service", rs != nil, fs != nil)
+	if rs != nil && fs != nil {
+		add("service.grpc", rs.GRPC, fs.GRPC)
+		add("service.http", rs.HTTP, fs.HTTP)
+		add("service.on_store_error", rs.OnStoreError, fs.OnStoreError)
+		add("service.headers", rs.Headers, fs.Headers)
+	}
 	r, f := run.Redis, file.Redis
 	if r.URL != f.URL || !slices.Equal(r.Addrs, f.Addrs) || r.MasterSet != f.MasterSet || r.Username != f.Username ||
 		r.Password != f.Password || r.DB != f.DB || r.Timeout != f.Timeout || r.Prefix != f.Prefix {
@@ -372,6 +454,47 @@ func restartOnly(run, file Options) []setting {
 		out = append(out, setting{"store.redis", "(running)", "(changed)"})
 	}
 	return out
+}
+
+func faListen(fa *ForwardAuthOptions) string {
+	if fa == nil {
+		return "off"
+	}
+	return fa.Listen
+}
+
+// keepListeners returns file's options with the parts that only a restart
+// can change kept as they run: whether the gateway, the forward-auth
+// endpoint and the service run, and the service's listeners and answers.
+// The gateway's upstream, the endpoint's trusted proxies and the service's
+// rules change with a reload.
+func (g *Gateway) keepListeners(file Options) Options {
+	run := g.gen.Load().opts
+	if (run.Upstream == "") != (file.Upstream == "") {
+		file.Upstream = run.Upstream
+		file.Proxy = run.Proxy
+	}
+	switch {
+	case run.ForwardAuth == nil:
+		file.ForwardAuth = nil
+	case file.ForwardAuth == nil:
+		file.ForwardAuth = run.ForwardAuth
+	default:
+		fa := *file.ForwardAuth
+		fa.Listen = run.ForwardAuth.Listen
+		file.ForwardAuth = &fa
+	}
+	switch {
+	case run.Service == nil:
+		file.Service = nil
+	case file.Service == nil:
+		file.Service = run.Service
+	default:
+		svc := *run.Service
+		svc.Rules = file.Service.Rules
+		file.Service = &svc
+	}
+	return file
 }
 
 func backendOr(b string) string {
@@ -493,38 +616,116 @@ func (g *Gateway) Close() error {
 	return c()
 }
 
+// Listener names, for Addr.
+const (
+	ListenerGateway     = "gateway"      // Options.Listen, when there is an upstream
+	ListenerAdmin       = "admin"        // Options.Admin
+	ListenerForwardAuth = "forward_auth" // ForwardAuthOptions.Listen
+	ListenerGRPC        = "grpc"         // ServiceOptions.GRPC
+	ListenerServiceHTTP = "service_http" // ServiceOptions.HTTP
+)
+
+// Addr returns the bound address of the named listener (ListenerGateway
+// and the others) once Run listens, or nil if it does not run.
+func (g *Gateway) Addr(name string) net.Addr {
+	if a, ok := g.addrs.Load().(map[string]net.Addr); ok {
+		return a[name]
+	}
+	return nil
+}
+
 // Run listens on the configured addresses and serves until ctx is done,
-// then shuts down gracefully: /readyz turns 503, the listeners stop
-// accepting, and requests in flight get up to ShutdownTimeout to finish.
-// It calls ready, if non-nil, with the bound addresses once listening.
+// then shuts down gracefully: /readyz turns 503 and the gRPC health service
+// NOT_SERVING, the listeners stop accepting, and requests and calls in
+// flight get up to ShutdownTimeout to finish. It calls ready, if non-nil,
+// with the bound addresses of the gateway (nil without an upstream) and
+// admin listeners once every listener listens; Addr tells the others.
 func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) error {
-	ln, err := net.Listen("tcp", g.opts.Listen)
-	if err != nil {
-		return fmt.Errorf("gateway: listen: %w", err)
+	type listener struct {
+		name, addr string
+		srv        *http.Server
 	}
-	servers := []*http.Server{g.server(g.handler)}
-	listeners := []net.Listener{ln}
-	var adminAddr net.Addr
+	var want []listener
+	if g.opts.Upstream != "" {
+		want = append(want, listener{ListenerGateway, g.opts.Listen, g.server(g.handler)})
+	}
 	if g.opts.Admin != "" {
-		aln, err := net.Listen("tcp", g.opts.Admin)
-		if err != nil {
-			ln.Close()
-			return fmt.Errorf("gateway: admin listen: %w", err)
+		want = append(want, listener{ListenerAdmin, g.opts.Admin, g.server(g.admin)})
+	}
+	if fa := g.opts.ForwardAuth; fa != nil {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.gen.Load().fa.ServeHTTP(w, r) })
+		want = append(want, listener{ListenerForwardAuth, fa.Listen, g.server(h)})
+	}
+	var (
+		grpcSrv *grpc.Server
+		health  *health.Server
+		grpcLn  net.Listener
+	)
+	if g.svc != nil {
+		grpcSrv, health = g.svc.NewGRPCServer()
+		if a := g.opts.Service.HTTP; a != "" {
+			want = append(want, listener{ListenerServiceHTTP, a, g.server(g.svc.HTTPHandler(health))})
 		}
-		servers = append(servers, g.server(g.admin))
-		listeners = append(listeners, aln)
-		adminAddr = aln.Addr()
 	}
-	g.log.Info("sluice gateway listening", "listen", ln.Addr().String(), "admin", addrString(adminAddr), "upstream", redact(g.opts.Upstream))
+	addrs := map[string]net.Addr{}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if grpcLn != nil {
+			grpcLn.Close()
+		}
+	}
+	for _, l := range want {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("gateway: %s listener: %w", l.name, err)
+		}
+		lns = append(lns, ln)
+		addrs[l.name] = ln.Addr()
+	}
+	if grpcSrv != nil && g.opts.Service.GRPC != "" {
+		ln, err := net.Listen("tcp", g.opts.Service.GRPC)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("gateway: %s listener: %w", ListenerGRPC, err)
+		}
+		grpcLn = ln
+		addrs[ListenerGRPC] = ln.Addr()
+	}
+	g.addrs.Store(addrs)
+	attrs := []any{}
+	for _, n := range []string{ListenerGateway, ListenerAdmin, ListenerForwardAuth, ListenerGRPC, ListenerServiceHTTP} {
+		if a := addrs[n]; a != nil {
+			key := n
+			if n == ListenerGateway {
+				key = "listen"
+			}
+			attrs = append(attrs, key, a.String())
+		}
+	}
+	if g.opts.Upstream != "" {
+		attrs = append(attrs, "upstream", redact(g.opts.Upstream))
+	}
+	g.log.Info("sluice listening", attrs...)
 	if ready != nil {
-		ready(ln.Addr(), adminAddr)
+		ready(addrs[ListenerGateway], addrs[ListenerAdmin])
 	}
-	errc := make(chan error, len(servers))
+	errc := make(chan error, len(want)+1)
 	var wg sync.WaitGroup
-	for i, s := range servers {
+	for i, l := range want {
 		wg.Go(func() {
-			if err := s.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
+			if err := l.srv.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("gateway: %s listener: %w", l.name, err)
+			}
+		})
+	}
+	if grpcLn != nil {
+		wg.Go(func() {
+			if err := grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("gateway: %s listener: %w", ListenerGRPC, err)
 			}
 		})
 	}
@@ -535,22 +736,40 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 	}
 	g.draining.Store(true)
 	timeout := time.Duration(g.shutdown.Load())
-	g.log.Info("sluice gateway shutting down", "timeout", timeout)
+	g.log.Info("sluice shutting down", "timeout", timeout)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
-	var errs []error
-	for _, s := range servers {
-		if err := s.Shutdown(sctx); err != nil {
-			errs = append(errs, fmt.Errorf("gateway: shutdown: %w", err))
-			s.Close()
-		}
+	var (
+		mu   sync.Mutex
+		errs []error
+		sw   sync.WaitGroup
+	)
+	for _, l := range want {
+		sw.Go(func() {
+			if err := l.srv.Shutdown(sctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", l.name, err))
+				mu.Unlock()
+				l.srv.Close()
+			}
+		})
 	}
+	if grpcSrv != nil {
+		sw.Go(func() {
+			if err := rls.Shutdown(sctx, grpcSrv, health); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", ListenerGRPC, err))
+				mu.Unlock()
+			}
+		})
+	}
+	sw.Wait()
 	wg.Wait()
-	err = errors.Join(append([]error{runErr}, errs...)...)
+	err := errors.Join(append([]error{runErr}, errs...)...)
 	if err != nil {
-		g.log.Error("sluice gateway stopped", "error", err)
+		g.log.Error("sluice stopped", "error", err)
 	} else {
-		g.log.Info("sluice gateway stopped")
+		g.log.Info("sluice stopped")
 	}
 	return err
 }
@@ -559,7 +778,8 @@ func (g *Gateway) server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,
-		IdleTimeout:       2 * time.Minute,
+		ReadTimeout:       g.opts.ReadTimeout,
+		IdleTimeout:       g.opts.IdleTimeout,
 		MaxHeaderBytes:    g.opts.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -27,17 +28,19 @@ type metrics struct {
 	storeErrors *prometheus.CounterVec // backend
 	degraded    *prometheus.CounterVec // rule
 	logDropped  prometheus.Counter
+	// upstreamErrors counts the proxy's failures by kind (errorKinds).
+	upstreamErrors *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
-			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped).",
+			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped, canceled).",
 		}, []string{"rule", "outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total",
-			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error).",
+			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error, canceled).",
 		}, []string{"outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_decision_duration_seconds",
@@ -46,7 +49,7 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 		}),
 		delay: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_delay_seconds",
-			Help:    "Time delayed requests waited for their turn, in seconds.",
+			Help:    "Time delayed requests waited for their turn, in seconds; requests whose client left while waiting are not counted.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		}),
 		storeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -59,11 +62,18 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 		}, []string{"rule"}),
 		logDropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_log_suppressed_total",
-			Help: "Rejection log lines dropped by the log rate limit.",
+			Help: "Log lines (rejections, store and upstream failures) dropped by the log rate limits.",
 		}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_upstream_errors_total",
+			Help: "Requests the upstream proxy could not complete, by kind: timeout (504), refused, reset, unreachable, other (502), client_aborted (the client went away), client_timeout (its body did not arrive within the read timeout: 408).",
+		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped)
+	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors)
 	m.storeErrors.WithLabelValues(backend)
+	for _, k := range errorKinds {
+		m.upstreamErrors.WithLabelValues(k)
+	}
 	return m
 }
 
@@ -95,13 +105,15 @@ var _ httplimit.Observer = (*observer)(nil)
 func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	o.m.requests.WithLabelValues(e.Outcome.String()).Inc()
 	o.m.latency.Observe(e.Latency.Seconds())
-	if e.Delay > 0 {
+	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled {
 		o.m.delay.Observe(e.Delay.Seconds())
 	}
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		o.counter(re.Rule, re.Outcome).Inc()
-		if re.Err != nil {
+		// A store that failed closed counted its own failure (Redis's
+		// OnFailure hook), if it called Redis at all.
+		if re.Err != nil && !errors.Is(re.Err, httplimit.ErrFailedClosed) {
 			o.m.storeErrors.WithLabelValues(o.backend).Inc()
 		}
 		if re.Decision.Degraded {
@@ -111,11 +123,18 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 		case httplimit.OutcomeLimited, httplimit.OutcomeShadowLimited:
 			o.logRejection(r.Context(), re)
 		case httplimit.OutcomeError:
-			if o.logs.allow(time.Now()) {
+			switch {
+			case !o.logs.allow(time.Now()):
+				o.m.logDropped.Inc()
+			case errors.Is(re.Err, httplimit.ErrFailedClosed) && e.Outcome == httplimit.OutcomeError:
+				o.log.LogAttrs(r.Context(), slog.LevelWarn, "rate limit store could not decide; request refused with 503 (on_error deny)",
+					slog.String("rule", re.Rule))
+			case errors.Is(re.Err, httplimit.ErrFailedClosed):
+				o.log.LogAttrs(r.Context(), slog.LevelWarn, "rate limit store could not decide; rule not applied (on_error deny)",
+					slog.String("rule", re.Rule), slog.String("action", re.Action.String()))
+			default:
 				o.log.LogAttrs(r.Context(), slog.LevelError, "rate limit store failed; request let through",
 					slog.String("rule", re.Rule), slog.Any("error", re.Err))
-			} else {
-				o.m.logDropped.Inc()
 			}
 		}
 	}

@@ -151,7 +151,7 @@ func TestGatewayLogsRedisRecovery(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	g.stop()
-	if !strings.Contains(g.logs.String(), `"msg":"sluice gateway stopped"`) {
+	if !strings.Contains(g.logs.String(), `"msg":"sluice stopped"`) {
 		t.Errorf("no log of the end of the shutdown: %s", g.logs.String())
 	}
 }

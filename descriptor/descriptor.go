@@ -1,0 +1,232 @@
+// Package descriptor is the rule tree of the Envoy rate-limit service
+// (envoyproxy/ratelimit): domains of nested descriptor entries, each of which
+// may carry a rate limit, and the matching of a request's descriptors
+// against them, with Sluice's algorithms behind every limit.
+//
+// A Set is built once from its Domains (New) and is then immutable and safe
+// for concurrent use; a configuration reload builds a new Set. Every node with
+// a limit gets its sluice.Policy when the Set is built, named after the
+// node's path in the tree (such as "messaging/message_type_marketing/to_number"),
+// so that a Set rebuilt from the same configuration keeps the same counters.
+//
+// # Matching
+//
+// A request names a domain and carries descriptors, each an ordered list of
+// key/value entries. Match walks one descriptor down the domain's tree, one
+// entry per level, and at each level takes, for the entry's key:
+//
+//  1. the entry with exactly that value;
+//  2. otherwise the first wildcard entry, in configuration order, whose value
+//     matches (a value with a "*" is a pattern in which every "*" stands for
+//     any run of characters, so "foo*" matches every value starting with "foo");
+//  3. otherwise the key's default entry, the one without a value.
+//
+// If an entry finds nothing, nothing applies. The limit that applies is that
+// of the node reached by the descriptor's last entry: a descriptor longer or
+// shorter than the path to a limit matches no limit. A node without a limit
+// is an allow-list entry (no limit applies), and an unlimited node is never
+// limited.
+//
+// # Counters
+//
+// A node's counter is split by the values its path matched through a default
+// entry or a wildcard entry: each value of a key-only entry gets its own
+// counter, and so does each value a wildcard matches, as in envoyproxy/ratelimit,
+// unless the wildcard entry sets ShareThreshold, in which case every value
+// it matches shares one counter. Match.Key is that counter key, for use with
+// Rule.Policy.
+package descriptor
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// ErrInvalid is wrapped by every error New returns for a tree that cannot be
+// built.
+var ErrInvalid = errors.New("descriptor: invalid rule tree")
+
+// Unit is the unit of an Envoy rate limit. Its values are those of the
+// RateLimitResponse.RateLimit.Unit enum of Envoy's rls.proto (v3), so the
+// service converts between them with a plain conversion.
+type Unit int32
+
+// The units, with the fixed lengths envoyproxy/ratelimit gives them.
+const (
+	UnitUnknown Unit = 0
+	Second      Unit = 1 // 1s
+	Minute      Unit = 2 // 60s
+	Hour        Unit = 3 // 3600s
+	Day         Unit = 4 // 86400s
+	Month       Unit = 5 // 30 days
+	Year        Unit = 6 // 365 days
+	Week        Unit = 7 // 7 days
+)
+
+var unitNames = [...]string{"unknown", "second", "minute", "hour", "day", "month", "year", "week"}
+
+var unitLengths = [...]time.Duration{0, time.Second, time.Minute, time.Hour, 24 * time.Hour,
+	30 * 24 * time.Hour, 365 * 24 * time.Hour, 7 * 24 * time.Hour}
+
+// ParseUnit returns the unit with the given name, in any case: second,
+// minute, hour, day, week, month or year.
+func ParseUnit(s string) (Unit, error) {
+	for u := Second; u <= Week; u++ {
+		if strings.EqualFold(s, unitNames[u]) {
+			return u, nil
+		}
+	}
+	return UnitUnknown, fmt.Errorf("descriptor: unknown unit %q (want second, minute, hour, day, week, month or year)", s)
+}
+
+// String returns the unit's configuration name, such as "minute".
+func (u Unit) String() string {
+	if u < 0 || int(u) >= len(unitNames) {
+		return fmt.Sprintf("unit(%d)", int32(u))
+	}
+	return unitNames[u]
+}
+
+// Valid reports whether u is one of the seven units.
+func (u Unit) Valid() bool { return u >= Second && u <= Week }
+
+// Duration returns the unit's length, or 0 for an invalid unit.
+func (u Unit) Duration() time.Duration {
+	if !u.Valid() {
+		return 0
+	}
+	return unitLengths[u]
+}
+
+// Entry is one key/value pair of a request's descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// Domain is the rule tree of one domain, as a configuration writes it.
+type Domain struct {
+	// Name is the domain; required and unique within a Set.
+	Name string
+	// Descriptors is the tree's top level.
+	Descriptors []Descriptor
+}
+
+// Descriptor is one node of a rule tree, as a configuration writes it.
+type Descriptor struct {
+	// Key is the entry's key. Required.
+	Key string
+	// Value is the entry's value: empty for the key's default entry, which
+	// matches any value and counts each value apart; a value containing "*"
+	// is a wildcard pattern; any other value matches exactly.
+	Value string
+	// RateLimit is the node's limit; nil for none (an allow-list entry, or
+	// a node that only holds nested descriptors).
+	RateLimit *RateLimit
+	// ShadowMode makes the node's limit report, never deny.
+	ShadowMode bool
+	// DetailedMetric puts the request's value in the metric name of a node
+	// reached through a default or wildcard entry (see Match.MetricName).
+	DetailedMetric bool
+	// ValueToMetric puts the request's values in place of every default or
+	// wildcard entry of the node's path in its metric name.
+	ValueToMetric bool
+	// ShareThreshold makes every value a wildcard entry matches share one
+	// counter instead of one counter per value. Only for wildcard entries.
+	ShareThreshold bool
+	// QuotaMode is carried to Rule.QuotaMode for the service; matching and
+	// counting ignore it.
+	QuotaMode bool
+	// Descriptors are the nested entries, matched by the descriptor's next
+	// entry.
+	Descriptors []Descriptor
+}
+
+// RateLimit is a node's limit. Either Unlimited, or RequestsPerUnit per
+// Unit (envoyproxy/ratelimit's form, a fixed window aligned to the Unix
+// epoch as there), or Limits (Sluice's form: any algorithm, period and burst,
+// up to sluice.MaxLimits limits charged together).
+type RateLimit struct {
+	// RequestsPerUnit and Unit are the limit in envoyproxy/ratelimit's
+	// form; zero requests per unit deny every request.
+	RequestsPerUnit uint32
+	Unit            Unit
+	// Limits, when not empty, are the node's limits instead of
+	// RequestsPerUnit and Unit.
+	Limits []sluice.Limit
+	// Unlimited means never limited; it takes no unit, count or Limits.
+	Unlimited bool
+	// Name names the limit for Replaces; optional.
+	Name string
+	// Replaces lists names of limits that this one replaces when both apply
+	// to one request (see ApplyReplaces).
+	Replaces []string
+}
+
+// Display is one limit of a rule as the Envoy protocol shows it in
+// current_limit, and as rate-limit headers show it.
+type Display struct {
+	// Count per Period is the limit itself.
+	Count  int64
+	Period time.Duration
+	// RequestsPerUnit per Unit is the limit in the protocol's form: exact
+	// when Period is one of the units, otherwise Count scaled down to the
+	// largest unit no longer than Period (at least 1).
+	RequestsPerUnit uint32
+	Unit            Unit
+}
+
+// Rule is the limit of one node of a built Set. It is immutable.
+type Rule struct {
+	// Domain is the rule's domain.
+	Domain string
+	// Name and Replaces are the rate limit's name and the names it replaces.
+	Name     string
+	Replaces []string
+	// Policy decides the rule's requests, keyed by Match.Key. Nil when
+	// Unlimited or DenyAll.
+	Policy *sluice.Policy
+	// Unlimited rules never limit; DenyAll rules (zero requests per unit)
+	// deny every request.
+	Unlimited, DenyAll bool
+	// ShadowMode, QuotaMode, DetailedMetric and ValueToMetric are the
+	// node's flags.
+	ShadowMode, QuotaMode, DetailedMetric, ValueToMetric bool
+	// MetricKey is the node's name for metrics, as envoyproxy/ratelimit
+	// forms it: the domain and each level's key or key_value, joined by
+	// dots ("messaging.message_type_marketing.to_number").
+	MetricKey string
+	// Displays holds one entry per limit of Policy (one for a DenyAll
+	// rule, none for an unlimited one).
+	Displays []Display
+
+	segments []string // per level: key or key_value, as in MetricKey
+	variable []bool   // per level: matched through a default or wildcard entry
+	override bool     // built for a request's own limit
+}
+
+func display(count int64, period time.Duration) Display {
+	d := Display{Count: count, Period: period}
+	for u := Second; u <= Week; u++ {
+		if period == u.Duration() {
+			d.RequestsPerUnit, d.Unit = uint32(min(count, 1<<32-1)), u
+			return d
+		}
+	}
+	best := Second
+	for u := Second; u <= Week; u++ {
+		if u.Duration() <= period && u.Duration() > best.Duration() {
+			best = u
+		}
+	}
+	// count × best / period in 128 bits; best <= period, so the quotient
+	// is at most count and fits.
+	hi, lo := bits.Mul64(uint64(count), uint64(best.Duration()))
+	q, _ := bits.Div64(hi, lo, uint64(period))
+	d.RequestsPerUnit, d.Unit = uint32(max(1, min(q, 1<<32-1))), best
+	return d
+}

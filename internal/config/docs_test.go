@@ -1,0 +1,135 @@
+package config
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+type docSection struct {
+	name   string // the list's variable, as passed to fields
+	prefix string
+	fields []string
+}
+
+// docSections maps each field list the decoder accepts to the path its
+// fields have in docs/config.md: server.listen, rules[].match.path.
+var docSections = []docSection{
+	{"rootFields", "", rootFields},
+	{"serverFields", "server.", serverFields},
+	{"storeFields", "store.", storeFields},
+	{"redisFields", "store.redis.", redisFields},
+	{"clientIPFields", "client_ip.", clientIPFields},
+	{"tiersFields", "tiers.", tiersFields},
+	{"logFields", "log.", logFields},
+	{"ruleFields", "rules[].", ruleFields},
+	{"matchFields", "rules[].match.", matchFields},
+	{"tierLimitFields", "rules[].tiers.NAME.", tierLimitFields},
+	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
+	{"upstreamFields", "upstream.", upstreamFields},
+	{"serviceFields", "service.", serviceFields},
+	{"adminFields", "admin.", adminFields},
+}
+
+// docRow matches the first cell of a row of docs/config.md's tables.
+var docRow = regexp.MustCompile("(?m)^\\| `([^`]+)` \\|")
+
+// Every field the decoder accepts has a row in docs/config.md, and every
+// row is a field the decoder accepts.
+func TestDocsListEveryField(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := map[string]bool{}
+	for _, m := range docRow.FindAllStringSubmatch(string(b), -1) {
+		documented[m[1]] = true
+	}
+	known := map[string]bool{}
+	for _, s := range docSections {
+		for _, f := range s.fields {
+			p := s.prefix + f
+			known[p] = true
+			if !documented[p] {
+				t.Errorf("docs/config.md has no row for %s: add | `%s` | type | default | bounds or values | meaning |", p, p)
+			}
+		}
+	}
+	for p := range documented {
+		if !known[p] {
+			t.Errorf("docs/config.md documents %s, which the config file does not accept", p)
+		}
+	}
+}
+
+// Every call of fields passes a list that TestDocsListEveryField checks, so
+// that a new section cannot escape the documentation.
+func TestDocsCoverEveryFieldList(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	calls := 0
+	for _, name := range files {
+		// descriptors.go reads envoyproxy/ratelimit's descriptor files,
+		// another format, documented with the rate-limit service.
+		if strings.HasSuffix(name, "_test.go") || name == "descriptors.go" {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			sel, ok := call.Fun.(*ast.SelectorExpr)
+			if !ok || sel.Sel.Name != "fields" || len(call.Args) != 4 {
+				return true
+			}
+			calls++
+			id, ok := call.Args[2].(*ast.Ident)
+			if !ok || !slices.ContainsFunc(docSections, func(s docSection) bool { return s.name == id.Name }) {
+				t.Errorf("%s: fields is passed a list that docSections does not map to docs/config.md: pass a package-level list and add it to docSections", fset.Position(call.Pos()))
+			}
+			return true
+		})
+	}
+	if calls < len(docSections) {
+		t.Errorf("found %d calls of fields, want at least %d", calls, len(docSections))
+	}
+}
+
+// Every example in docs/config.md is valid, completed with an upstream and
+// a rule where it has none.
+func TestDocsExamplesParse(t *testing.T) {
+	b, err := os.ReadFile("../../docs/config.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	if len(blocks) < 8 {
+		t.Fatalf("found %d yaml examples in docs/config.md, want one per section", len(blocks))
+	}
+	for _, m := range blocks {
+		file := m[1]
+		if !regexp.MustCompile("(?m)^upstream:").MatchString(file) {
+			file += "upstream: builtin:echo\n"
+		}
+		if !regexp.MustCompile("(?m)^rules:").MatchString(file) {
+			file += "rules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+		}
+		if _, err := Parse([]byte(file), "docs/config.md"); err != nil {
+			t.Errorf("example:\n%s\n%v", m[1], err)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+// The service section: the rate-limit service for Envoy (RLS v3 over gRPC,
+// and envoyproxy/ratelimit's HTTP API) and its descriptor files.
+
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/descriptor"
+)
+
+// Service is the service section. The service decides with the store of
+// the store section, and reloads with the rest of the file.
+type Service struct {
+	// GRPC is the listener of the Envoy rate-limit service (RLS v3), with
+	// the gRPC health service and server reflection; empty for none.
+	GRPC string
+	// HTTP is the listener of envoyproxy/ratelimit's HTTP API (POST /json,
+	// GET /healthcheck); empty for none.
+	HTTP string
+	// Descriptors are the files and directories of descriptor
+	// configuration, in envoyproxy/ratelimit's format with Sluice's
+	// extensions, relative to the config file's directory. At least one.
+	Descriptors []string
+	// MergeDomains lets one domain be spread over several files, as
+	// envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG does. Default false.
+	MergeDomains bool
+	// DecideOnError makes the store section's on_error decide when the
+	// store fails (service.on_store_error: on_error); by default the
+	// answer is UNAVAILABLE and Envoy's failure_mode_deny decides.
+	DecideOnError bool
+	// Headers are the headers for the client in response_headers_to_add,
+	// by their configuration names: ietf, legacy, retry_after; empty for
+	// none. Default [ietf, retry_after].
+	Headers []string
+
+	// Rules is the descriptor tree loaded from Descriptors; Load fills it,
+	// Parse leaves it nil.
+	Rules *descriptor.Set
+}
+
+// serviceFields are the fields of service.
+var serviceFields = []string{"grpc", "http", "descriptors", "merge_domains", "on_store_error", "headers"}
+
+func (d *decoder) service(n *yaml.Node, s *Service) {
+	s.Headers = []string{"ietf", "retry_after"}
+	hasDescriptors := false
+	d.fields(n, "service", serviceFields, func(key string, v *yaml.Node) {
+		p := "service." + key
+		switch key {
+		case "grpc", "http":
+			a, ok := d.str(v, p)
+			if !ok {
+				return
+			}
+			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+				d.add(v, p, "want host:port, such as 127.0.0.1:8081, got %q", a)
+				return
+			}
+			if key == "grpc" {
+				s.GRPC = a
+			} else {
+				s.HTTP = a
+			}
+		case "descriptors":
+			ss, ok := d.strings(v, p, true)
+			if !ok {
+				return
+			}
+			hasDescriptors = true
+			for i, f := range ss {
+				if f == "" {
+					d.add(v, fmt.Sprintf("%s[%d]", p, i), "want the path of a file or directory")
+					continue
+				}
+				s.Descriptors = append(s.Descriptors, f)
+			}
+		case "merge_domains":
+			s.MergeDomains, _ = d.boolean(v, p)
+		case "on_store_error":
+			if f, ok := d.str(v, p); ok {
+				switch f {
+				case "unavailable":
+					s.DecideOnError = false
+				case "on_error":
+					s.DecideOnError = true
+				default:
+					d.add(v, p, "want unavailable (Envoy's failure_mode_deny decides) or on_error (store.on_error decides), got %q", f)
+				}
+			}
+		case "headers":
+			ss, ok := d.strings(v, p, false)
+			if !ok {
+				return
+			}
+			var hs []string
+			none := false
+			for i, x := range ss {
+				switch x = strings.ToLower(x); x {
+				case "ietf", "legacy", "retry_after":
+					if !slices.Contains(hs, x) {
+						hs = append(hs, x)
+					}
+				case "none":
+					none = true
+				default:
+					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want ietf, legacy, retry_after or none, got %q", x)
+				}
+			}
+			if none && len(hs) > 0 {
+				d.add(v, p, "none cannot be combined with other headers")
+			}
+			s.Headers = hs
+		}
+	})
+	if resolve(n).Kind != yaml.MappingNode {
+		return
+	}
+	if !hasDescriptors {
+		d.add(n, "service.descriptors", "missing: want the descriptor configuration's file or directory (envoyproxy/ratelimit's format)")
+	}
+	if s.GRPC == "" && s.HTTP == "" {
+		d.add(n, "service", "want grpc, http or both: the listeners of the rate-limit service")
+	}
+}
+
+// loadService loads the descriptor files of the service section, relative
+// to dir; check, if set, reports the limits the store cannot run.
+func loadService(s *Service, dir string, check func(sluice.Limit) error) error {
+	paths := make([]string, len(s.Descriptors))
+	for i, p := range s.Descriptors {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(dir, p)
+		}
+		paths[i] = p
+	}
+	set, err := LoadDescriptorsWith(DescriptorOptions{MergeDomains: s.MergeDomains, Check: check}, paths...)
+	if err != nil {
+		return err
+	}
+	s.Rules = set
+	return nil
+}
+
+// Files returns every file the service section's descriptors are
+// read from, for a watcher to reload when one changes.
+func (s *Service) Files(configPath string) ([]string, error) {
+	var out []string
+	var errs []error
+	for _, p := range s.Descriptors {
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(filepath.Dir(configPath), p)
+		}
+		fs, err := DescriptorFiles(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, fs...)
+	}
+	return out, errors.Join(errs...)
+}

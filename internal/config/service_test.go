@@ -1,0 +1,115 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+// A file with only a service section runs no gateway and needs no rules;
+// its descriptor files are read relative to the config file.
+func TestServiceOnly(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "rl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	desc := "domain: api\ndescriptors:\n  - key: client\n    rate_limit: { unit: second, requests_per_unit: 5 }\n"
+	if err := os.WriteFile(filepath.Join(dir, "rl", "api.yaml"), []byte(desc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "sluice.yaml")
+	cfgText := "service:\n  grpc: 127.0.0.1:8081\n  http: 127.0.0.1:8082\n  descriptors: rl\n  on_store_error: on_error\n  headers: [ietf, legacy]\n"
+	if err := os.WriteFile(file, []byte(cfgText), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := c.Service
+	if c.Gateway() || s == nil || s.GRPC != "127.0.0.1:8081" || s.HTTP != "127.0.0.1:8082" || !s.DecideOnError ||
+		strings.Join(s.Headers, ",") != "ietf,legacy" || s.Rules == nil {
+		t.Fatalf("got gateway %v, service %+v", c.Gateway(), s)
+	}
+	m := s.Rules.Match("api", []descriptor.Entry{{Key: "client", Value: "a"}})
+	if m.Rule == nil || m.Rule.Policy == nil {
+		t.Fatalf("the loaded tree has no limit for client: %+v", m)
+	}
+	files, err := s.Files(file)
+	if err != nil || len(files) != 1 || !strings.HasSuffix(files[0], "api.yaml") {
+		t.Errorf("Files: got %v, %v", files, err)
+	}
+
+	// Parse alone reads no descriptor file.
+	c, err = config.Parse([]byte(cfgText), file)
+	if err != nil || c.Service.Rules != nil {
+		t.Errorf("Parse: got %v, rules %v", err, c.Service.Rules)
+	}
+	// A problem in a descriptor file names that file and its line.
+	if err := os.WriteFile(filepath.Join(dir, "rl", "api.yaml"), []byte(desc+"  - key: client\n    rate_limit: { unit: fortnight, requests_per_unit: 5 }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(file); err == nil || !strings.Contains(err.Error(), "api.yaml:6:") {
+		t.Errorf("a bad descriptor file: got %v, want its name and line 6", err)
+	}
+}
+
+func TestServiceProblems(t *testing.T) {
+	for _, tc := range []struct{ file, want string }{
+		{"service: { grpc: 127.0.0.1:1 }\n", "service.descriptors: missing"},
+		{"service: { descriptors: x }\n", "service: want grpc, http or both"},
+		{"service: { grpc: nope, descriptors: x }\n", "service.grpc: want host:port"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, on_store_error: deny }\n", "service.on_store_error: want unavailable"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [ietf, none] }\n", "service.headers: none cannot be combined"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [loud] }\n", "service.headers[0]: want ietf, legacy"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, grcp: 1 }\n", `service.grcp: unknown field (did you mean "grpc"?)`},
+		{"service: { grpc: 127.0.0.1:9090, descriptors: x }\n", "service.grpc: 127.0.0.1:9090 takes the port of server.admin"},
+		{"service: { grpc: 127.0.0.1:7000, http: 127.0.0.1:7000, descriptors: x }\n", "service.http: 127.0.0.1:7000 takes the port of service.grpc"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x }\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n", "rules: only the gateway (upstream) and forward-auth"},
+		{"store: { backend: memory }\n", "upstream: missing: want upstream (the gateway"},
+		{"upstream: builtin:echo\n", "rules: missing"},
+	} {
+		_, err := config.Parse([]byte(tc.file), "s.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a problem containing %q", tc.file, err, tc.want)
+		}
+	}
+}
+
+// A limit the Redis store cannot run (a period that is not a whole number
+// of microseconds) is a problem of the file when the backend is redis, in
+// the rules, their tiers and the service's descriptor files alike; it used
+// to pass check-config and then fail open on every request.
+func TestRedisCannotRunIsAProblem(t *testing.T) {
+	const redis = "store: { backend: redis, redis: { url: 'redis://127.0.0.1:1' } }\n"
+	for _, tc := range []struct{ file, want string }{
+		{redis + "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1500ns}]\n", "s.yaml:3:54: rules[0].period: redisstore: unsupported limit"},
+		{redis + "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {p: {period: 2001ns}}}]\n", "rules[0].tiers.p.period: redisstore: unsupported limit"},
+	} {
+		_, err := config.Parse([]byte(tc.file), "s.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want a problem containing %q", tc.file, err, tc.want)
+		}
+		// The memory store runs any period.
+		if _, err := config.Parse([]byte(strings.Replace(tc.file, "backend: redis, redis: { url: 'redis://127.0.0.1:1' }", "backend: memory", 1)), "s.yaml"); err != nil {
+			t.Errorf("memory backend: %v", err)
+		}
+	}
+
+	dir := t.TempDir()
+	desc := "domain: api\ndescriptors:\n  - key: client\n    rate_limit: { requests_per_unit: 5, period: 1500ns }\n"
+	if err := os.WriteFile(filepath.Join(dir, "api.yaml"), []byte(desc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "sluice.yaml")
+	if err := os.WriteFile(file, []byte(redis+"service: { grpc: 127.0.0.1:8081, descriptors: api.yaml }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(file); err == nil || !strings.Contains(err.Error(), "api.yaml:4:") || !strings.Contains(err.Error(), "unsupported limit") {
+		t.Errorf("descriptor file: got %v, want a problem at api.yaml:4", err)
+	}
+}

@@ -1,0 +1,680 @@
+// Package rls is Sluice's Envoy Rate Limit Service: the
+// envoy.service.ratelimit.v3.RateLimitService gRPC API (RLS v3) and the HTTP
+// POST /json form of it, as envoyproxy/ratelimit serves them, deciding with
+// Sluice's stores and algorithms over a descriptor rule tree.
+//
+// # Decisions
+//
+// A request names a domain and carries descriptors. Each descriptor is
+// matched against the rule tree (Rules); its cost is its own hits_addend
+// when set, else the request's, else 1. A cost of 0 checks the descriptor's
+// limit without charging it (sluice.Store.Peek). A descriptor that carries a
+// limit of its own (descriptor.limit) is decided by that limit instead of
+// the configured one (Rules.Override).
+//
+// Every descriptor of one request is decided as one batch with
+// sluice.TakeAll: either every limited descriptor is charged, or, if any is
+// over its limit, none is. This differs from envoyproxy/ratelimit, which
+// charges every descriptor of a request even when another one rejects it;
+// with Sluice a rejected request consumes no quota. Shadow-mode descriptors
+// are decided on their own after the batch (charged only when the request is
+// admitted) and never reject; they are reported as shadow_limited when over.
+// Unlimited descriptors, allow-listed ones (a node without a limit) and
+// descriptors that match no rule are OK with no limit. A cost larger than
+// anything a limit could ever admit is OVER_LIMIT for that descriptor, not
+// an error.
+//
+// # Failures
+//
+// Invalid requests are answered with codes.InvalidArgument (HTTP 400) and a
+// message; they never reach the store. When the store fails, Options.OnStoreError
+// chooses between codes.Unavailable (as envoyproxy/ratelimit answers;
+// Envoy's failure_mode_deny then decides) and the store's own failure
+// policy (the Redis store's OnError: local, allow or deny), whose decisions
+// are marked as degraded in the response's dynamic metadata and in metrics.
+//
+// A Service is safe for concurrent use.
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/descriptor"
+)
+
+// Failure chooses what the service answers when the store fails.
+type Failure int
+
+const (
+	// FailUnavailable answers codes.Unavailable (HTTP 503) when the store
+	// fails or decides by its failure policy instead of deciding itself:
+	// what envoyproxy/ratelimit does, leaving the choice to Envoy's
+	// failure_mode_deny. The default.
+	FailUnavailable Failure = iota
+	// FailOnError answers with the decisions the store made by its own
+	// failure policy (the Redis store's OnError), marked as degraded. A
+	// store that returns an error, deciding nothing, still gets
+	// codes.Unavailable.
+	FailOnError
+)
+
+// Headers selects the rate-limit headers the service asks Envoy to add to
+// the client's response (response_headers_to_add). Values combine with |.
+type Headers int
+
+const (
+	// HeadersIETF adds RateLimit-Policy and RateLimit as in
+	// draft-ietf-httpapi-ratelimit-headers-11, rendered as the gateway
+	// renders them.
+	HeadersIETF Headers = 1 << iota
+	// HeadersLegacy adds X-RateLimit-Limit, X-RateLimit-Remaining and
+	// X-RateLimit-Reset (Unix epoch seconds).
+	HeadersLegacy
+	// HeadersRetryAfter adds Retry-After (seconds) to OVER_LIMIT answers.
+	HeadersRetryAfter
+	// HeadersOff adds no header at all.
+	HeadersOff
+)
+
+// DefaultHeaders is what a zero Options.Headers selects.
+const DefaultHeaders = HeadersIETF | HeadersRetryAfter
+
+// Defaults of the bounds on a request.
+const (
+	DefaultMaxDescriptors = 64
+	DefaultMaxEntries     = 32
+	DefaultMaxValueBytes  = 1024
+	DefaultMaxHitsAddend  = algo.MaxCount
+	maxDomainBytes        = 256
+)
+
+// MetadataDegraded is the field of the response's dynamic_metadata that is
+// true when a decision came from the store's failure policy rather than the
+// store itself (FailOnError).
+const MetadataDegraded = "sluice_degraded"
+
+// Options configure a Service. Store and Rules are required; every other
+// field has a usable zero value.
+type Options struct {
+	// Store keeps the counters. Required.
+	Store sluice.Store
+	// Rules is the rule tree; SetRules replaces it. Required.
+	Rules Rules
+	// Observer, if non-nil, receives every request's decisions.
+	Observer Observer
+	// OnStoreError chooses the answer when the store fails. Default
+	// FailUnavailable.
+	OnStoreError Failure
+	// Headers selects the response headers. Default DefaultHeaders.
+	Headers Headers
+	// MaxDescriptors bounds the descriptors of one request. Default 64.
+	MaxDescriptors int
+	// MaxEntries bounds the entries of one descriptor. Default 32.
+	MaxEntries int
+	// MaxValueBytes bounds each entry's key and value. Default 1024.
+	MaxValueBytes int
+	// MaxHitsAddend bounds hits_addend. Default algo.MaxCount (10^12).
+	MaxHitsAddend uint64
+}
+
+// ErrInvalidRequest is wrapped by the errors of requests the service
+// refuses to decide.
+var ErrInvalidRequest = errors.New("rls: invalid request")
+
+// errDegraded is why a decision of the store's failure policy is refused
+// under FailUnavailable.
+var errDegraded = errors.New("it decided by its failure policy (on_error)")
+
+// ErrStore is wrapped by the errors of requests the store could not decide.
+var ErrStore = errors.New("rls: store could not decide")
+
+// Service is the rate-limit service. Build it with New; it is safe for
+// concurrent use.
+type Service struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+
+	opts  Options
+	rules atomic.Pointer[rulesBox]
+	pool  sync.Pool // *call
+}
+
+type rulesBox struct{ r Rules }
+
+// New returns a service for the options.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("rls: nil store")
+	}
+	if opts.Rules == nil {
+		return nil, errors.New("rls: nil rules")
+	}
+	if opts.OnStoreError != FailUnavailable && opts.OnStoreError != FailOnError {
+		return nil, fmt.Errorf("rls: invalid OnStoreError %d", opts.OnStoreError)
+	}
+	if opts.Headers == 0 {
+		opts.Headers = DefaultHeaders
+	}
+	if opts.Headers&HeadersOff != 0 {
+		opts.Headers = HeadersOff
+	}
+	if opts.MaxDescriptors <= 0 {
+		opts.MaxDescriptors = DefaultMaxDescriptors
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
+	if opts.MaxValueBytes <= 0 {
+		opts.MaxValueBytes = DefaultMaxValueBytes
+	}
+	if opts.MaxHitsAddend == 0 || opts.MaxHitsAddend > DefaultMaxHitsAddend {
+		opts.MaxHitsAddend = DefaultMaxHitsAddend
+	}
+	s := &Service{opts: opts}
+	s.rules.Store(&rulesBox{opts.Rules})
+	s.pool.New = func() any { return new(call) }
+	return s, nil
+}
+
+// SetRules replaces the rule tree atomically: requests that started before
+// finish with the old tree, later ones use the new. Counters carry over
+// wherever the new tree gives a limit the same policy (same name and
+// definition). A nil tree is ignored and reported as an error.
+func (s *Service) SetRules(r Rules) error {
+	if r == nil {
+		return errors.New("rls: nil rules")
+	}
+	s.rules.Store(&rulesBox{r})
+	return nil
+}
+
+// Rules returns the current rule tree.
+func (s *Service) Rules() Rules { return s.rules.Load().r }
+
+// ShouldRateLimit implements the RLS v3 RateLimitService. Invalid requests
+// get codes.InvalidArgument; a store failure gets codes.Unavailable unless
+// OnStoreError is FailOnError and the store decided by its failure policy.
+func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := s.Decide(ctx, req)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return resp, nil
+}
+
+func grpcError(err error) error {
+	switch {
+	case errors.Is(err, ErrInvalidRequest):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	case errors.Is(err, ErrStore):
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// batchTaker is implemented by stores that decide a sluice.TakeAll batch
+// themselves (memstore, redisstore).
+type batchTaker interface {
+	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
+}
+
+// item is the state of one descriptor during a call.
+type item struct {
+	hits    int64
+	kind    kind
+	batch   int // index in call.reqs, for kindBatch
+	d       sluice.Decision
+	outcome Outcome
+}
+
+type kind uint8
+
+const (
+	kindNone   kind = iota // no limit applies
+	kindOver               // over without asking the store: deny-all, or a cost beyond capacity
+	kindPeek               // hits 0: checked, not charged
+	kindBatch              // charged with the others through TakeAll
+	kindShadow             // shadow mode, decided alone
+	kindShadowPeek
+)
+
+// call is the scratch space of one request, pooled so that a decision
+// allocates little beyond the protobuf response.
+type call struct {
+	entries []descriptor.Entry
+	ms      []descriptor.Match
+	items   []item
+	reqs    []sluice.Request
+	out     []sluice.Decision
+	events  []DescriptorEvent
+	hdr     []byte
+	idx     []int
+}
+
+func (c *call) reset(n, entries int) {
+	c.entries = grow(c.entries, entries)
+	c.ms = grow(c.ms, n)[:n]
+	c.items = grow(c.items, n)[:n]
+	c.reqs = c.reqs[:0]
+	c.out = c.out[:0]
+	c.events = grow(c.events, n)[:n]
+	c.hdr = c.hdr[:0]
+	c.idx = c.idx[:0]
+	clear(c.ms)
+	clear(c.items)
+	clear(c.events)
+}
+
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, 0, n)
+	}
+	return s[:0]
+}
+
+// Decide decides req as ShouldRateLimit does, with plain errors: they wrap
+// ErrInvalidRequest for a request that cannot be decided and ErrStore when
+// the store failed.
+func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	start := time.Now()
+	rules := s.rules.Load().r
+	nEntries, err := s.validate(req)
+	if err != nil {
+		s.observeError(ctx, rules, req.GetDomain(), err, start)
+		return nil, err
+	}
+	c := s.pool.Get().(*call)
+	defer s.pool.Put(c)
+	c.reset(len(req.Descriptors), nEntries)
+	resp, err := s.decide(ctx, c, rules, req)
+	if s.opts.Observer != nil {
+		ev := Event{Domain: domainLabel(rules, req.Domain), Latency: time.Since(start), Err: err, Descriptors: c.events}
+		switch {
+		case errors.Is(err, ErrInvalidRequest):
+			ev.Code = CodeInvalid
+		case err != nil:
+			ev.Code = CodeError
+		case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
+			ev.Code = CodeOverLimit
+		default:
+			ev.Code = CodeOK
+		}
+		s.opts.Observer.Observe(ctx, &ev)
+	}
+	return resp, err
+}
+
+func domainLabel(r Rules, domain string) string {
+	if r.HasDomain(domain) {
+		return domain
+	}
+	return ""
+}
+
+func (s *Service) observeError(ctx context.Context, r Rules, domain string, err error, start time.Time) {
+	if s.opts.Observer == nil {
+		return
+	}
+	ev := Event{Domain: domainLabel(r, domain), Code: CodeInvalid, Latency: time.Since(start), Err: err}
+	s.opts.Observer.Observe(ctx, &ev)
+}
+
+func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	reqHits := int64(req.HitsAddend)
+	if reqHits == 0 {
+		reqHits = 1 // proto3 cannot tell 0 from unset; unset means 1
+	}
+	for i, d := range req.Descriptors {
+		from := len(c.entries)
+		for _, e := range d.Entries {
+			c.entries = append(c.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
+		}
+		es := c.entries[from:len(c.entries):len(c.entries)]
+		if l := d.Limit; l != nil {
+			m, err := rules.Override(req.Domain, es, l.RequestsPerUnit, descriptor.Unit(l.Unit))
+			if err != nil {
+				return nil, fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)
+			}
+			c.ms[i] = m
+		} else {
+			c.ms[i] = rules.Match(req.Domain, es)
+		}
+		c.items[i].hits = reqHits
+		if h := d.HitsAddend; h != nil {
+			c.items[i].hits = int64(h.Value) // bounded by validate
+		}
+	}
+	descriptor.ApplyReplaces(c.ms)
+
+	// Classify, and gather the enforced descriptors charged together.
+	over := false
+	for i := range c.items {
+		it, m := &c.items[i], &c.ms[i]
+		r := m.Rule
+		ev := &c.events[i]
+		ev.Hits = it.hits
+		switch {
+		case r == nil:
+			it.kind, it.outcome = kindNone, OutcomeNoRule
+			if m.Replaced {
+				it.outcome = OutcomeReplaced
+			}
+			continue
+		case r.Unlimited:
+			it.kind, it.outcome = kindNone, OutcomeUnlimited
+			ev.Name = metricName(r)
+			continue
+		}
+		ev.Name = metricName(r)
+		switch {
+		case r.DenyAll || r.Policy == nil:
+			it.kind = kindOver
+		case r.ShadowMode && it.hits == 0:
+			it.kind = kindShadowPeek
+		case r.ShadowMode:
+			it.kind = kindShadow
+			if r.Policy.CheckCost(it.hits) != nil {
+				it.kind = kindOver
+			}
+		case it.hits == 0:
+			it.kind = kindPeek
+		default:
+			it.kind = kindBatch
+			it.batch = -1
+			for j := range c.reqs { // one counter named twice is charged once, with both costs
+				if c.reqs[j].Key == m.Key && samePolicy(c.reqs[j].Policy, r.Policy) {
+					it.batch = j
+					c.reqs[j].N += it.hits
+					break
+				}
+			}
+			if it.batch < 0 {
+				it.batch = len(c.reqs)
+				c.reqs = append(c.reqs, sluice.Request{Policy: r.Policy, Key: m.Key, N: it.hits})
+			}
+		}
+		if it.kind == kindOver && !r.ShadowMode {
+			over = true
+		}
+	}
+	// A cost beyond a limit's capacity is over that limit, not an error.
+	for i := range c.items {
+		it := &c.items[i]
+		if it.kind == kindBatch && c.reqs[it.batch].Policy.CheckCost(c.reqs[it.batch].N) != nil {
+			it.kind = kindOver
+			over = true
+		}
+	}
+	if cap(c.out) < len(c.reqs) {
+		c.out = make([]sluice.Decision, len(c.reqs))
+	}
+	c.out = c.out[:len(c.reqs)]
+	clear(c.out)
+
+	// Checks first: a request over a checked limit is rejected before
+	// anything is charged.
+	for i := range c.items {
+		it := &c.items[i]
+		if it.kind != kindPeek && it.kind != kindShadowPeek {
+			continue
+		}
+		d, err := s.opts.Store.Peek(ctx, c.ms[i].Rule.Policy, c.ms[i].Key)
+		if err != nil {
+			return nil, s.storeFailed(c, err)
+		}
+		it.d = d
+		if !d.Allowed && it.kind == kindPeek {
+			over = true
+		}
+	}
+
+	if len(c.reqs) > 0 {
+		if !over {
+			ok, err := sluice.TakeAll(ctx, s.opts.Store, c.reqs, c.out)
+			if err != nil {
+				if errors.Is(err, sluice.ErrInvalidBatch) {
+					return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+				}
+				return nil, s.storeFailed(c, err)
+			}
+			over = !ok
+			if over && len(c.reqs) > 1 {
+				if _, batch := s.opts.Store.(batchTaker); batch {
+					// A store's batch reports a member it would have admitted
+					// with what would remain after charging it; nothing was.
+					for j := range c.out {
+						if c.out[j].Allowed {
+							c.out[j].Remaining += c.reqs[j].N
+						}
+					}
+				}
+			}
+		}
+		if over {
+			// Nothing was charged: tell each counter's status without
+			// charging it, where the batch did not already.
+			for j := range c.reqs {
+				if !c.out[j].Time.IsZero() {
+					continue
+				}
+				d, err := s.opts.Store.Peek(ctx, c.reqs[j].Policy, c.reqs[j].Key)
+				if err != nil {
+					return nil, s.storeFailed(c, err)
+				}
+				if d.Allowed && d.Remaining < c.reqs[j].N {
+					d.Allowed = false
+				}
+				c.out[j] = d
+			}
+		}
+	}
+	// Shadow descriptors are decided alone, and charged only when the
+	// request is admitted.
+	for i := range c.items {
+		it := &c.items[i]
+		if it.kind != kindShadow {
+			continue
+		}
+		m := &c.ms[i]
+		var d sluice.Decision
+		var err error
+		if over {
+			d, err = s.opts.Store.Peek(ctx, m.Rule.Policy, m.Key)
+			if err == nil && d.Allowed && d.Remaining < it.hits {
+				d.Allowed = false
+			}
+		} else {
+			d, err = s.opts.Store.Take(ctx, m.Rule.Policy, m.Key, it.hits)
+		}
+		if err != nil {
+			return nil, s.storeFailed(c, err)
+		}
+		it.d = d
+	}
+
+	// Outcomes.
+	degraded := false
+	for i := range c.items {
+		it := &c.items[i]
+		if it.kind == kindBatch {
+			it.d = c.out[it.batch]
+		}
+		shadow := c.ms[i].Rule != nil && c.ms[i].Rule.ShadowMode
+		switch it.kind {
+		case kindNone:
+			// outcome set above
+		case kindOver:
+			it.outcome = OutcomeLimited
+		case kindBatch:
+			switch {
+			case !it.d.Allowed:
+				it.outcome = OutcomeLimited
+			case over:
+				it.outcome = OutcomeSkipped
+			default:
+				it.outcome = OutcomeAllowed
+			}
+		default: // peeks and shadows
+			if it.d.Allowed {
+				it.outcome = OutcomeAllowed
+			} else {
+				it.outcome = OutcomeLimited
+			}
+		}
+		if shadow && it.outcome == OutcomeLimited {
+			it.outcome = OutcomeShadowLimited
+		}
+		degraded = degraded || it.d.Degraded
+		c.events[i].Outcome = it.outcome
+		c.events[i].Decision = it.d
+	}
+	if degraded && s.opts.OnStoreError == FailUnavailable {
+		return nil, s.storeFailed(c, errDegraded)
+	}
+	return s.response(c, over, degraded), nil
+}
+
+// storeFailed marks every descriptor with a limit as failed in the events
+// and returns the error the request fails with: which of them the store
+// had decided no longer matters, since the request gets no decision.
+func (s *Service) storeFailed(c *call, err error) error {
+	for j := range c.items {
+		c.events[j].Outcome = c.items[j].outcome
+		if c.items[j].kind != kindNone {
+			c.events[j].Outcome = OutcomeError
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+// samePolicy reports whether p and q keep the same state: the same policy,
+// or two built alike (a request's own limits beyond the tree's cache).
+func samePolicy(p, q *sluice.Policy) bool {
+	if p == q {
+		return true
+	}
+	if p.Name() != q.Name() || p.Len() != q.Len() {
+		return false
+	}
+	for i := range p.Len() {
+		if p.ID(i) != q.ID(i) {
+			return false
+		}
+	}
+	return true
+}
+
+func metricName(r *descriptor.Rule) string {
+	if r.MetricKey != "" {
+		return r.MetricKey
+	}
+	return r.Domain + ".override" // a request's own limit: never its values
+}
+
+// displayName is a rule's name in rate-limit headers.
+func displayName(r *descriptor.Rule) string {
+	switch {
+	case r.Name != "":
+		return r.Name
+	case r.MetricKey != "":
+		return r.MetricKey
+	case r.Policy != nil:
+		return r.Policy.Name()
+	}
+	return r.Domain
+}
+
+// response builds the protobuf answer. Statuses, their limits and
+// durations are allocated as one array each.
+func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitResponse {
+	n := len(c.items)
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK}
+	if over {
+		resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+	}
+	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+	ptrs := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	limited := 0
+	for i := range c.items {
+		if c.items[i].kind != kindNone {
+			limited++
+		}
+	}
+	var limits []rlsv3.RateLimitResponse_RateLimit
+	var durs []durationpb.Duration
+	if limited > 0 {
+		limits = make([]rlsv3.RateLimitResponse_RateLimit, 0, limited)
+		durs = make([]durationpb.Duration, 0, limited)
+	}
+	for i := range c.items {
+		it := &c.items[i]
+		st := &statuses[i]
+		ptrs[i] = st
+		st.Code = rlsv3.RateLimitResponse_OK
+		if it.outcome == OutcomeLimited {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		r := c.ms[i].Rule
+		if it.kind == kindNone {
+			if r != nil && r.Unlimited {
+				st.LimitRemaining = math.MaxUint32
+			}
+			continue
+		}
+		disp := display(r, it.d.Index)
+		limits = append(limits, rlsv3.RateLimitResponse_RateLimit{
+			Name:            r.Name,
+			RequestsPerUnit: disp.RequestsPerUnit,
+			Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(disp.Unit),
+		})
+		st.CurrentLimit = &limits[len(limits)-1]
+		st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
+		reset := it.d.ResetAfter
+		if !it.d.Allowed {
+			reset = it.d.RetryAfter
+		}
+		if it.kind == kindOver && it.d.Time.IsZero() {
+			reset = disp.Period
+		}
+		durs = append(durs, durationpb.Duration{Seconds: int64(reset / time.Second), Nanos: int32(reset % time.Second)})
+		st.DurationUntilReset = &durs[len(durs)-1]
+	}
+	resp.Statuses = ptrs
+	if s.opts.Headers != HeadersOff {
+		resp.ResponseHeadersToAdd = s.headers(c, over)
+	}
+	if degraded {
+		resp.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+			MetadataDegraded: structpb.NewBoolValue(true),
+		}}
+	}
+	return resp
+}
+
+// display returns the display of limit i of r, or an empty one.
+func display(r *descriptor.Rule, i int) descriptor.Display {
+	if i >= 0 && i < len(r.Displays) {
+		return r.Displays[i]
+	}
+	if len(r.Displays) > 0 {
+		return r.Displays[0]
+	}
+	return descriptor.Display{}
+}

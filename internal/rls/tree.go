@@ -1,0 +1,20 @@
+package rls
+
+import "github.com/sluicehq/sluice/descriptor"
+
+// Rules is what the service needs of a rule tree: the limit that applies to
+// each descriptor of a request. *descriptor.Set is the implementation;
+// it is immutable once handed to the service and safe for concurrent use,
+// and a reload hands in a new one (Service.SetRules).
+type Rules interface {
+	// HasDomain reports whether the tree has rules for domain.
+	HasDomain(domain string) bool
+	// Match returns the limit that applies to one descriptor of a request
+	// for domain; its Rule is nil when none does.
+	Match(domain string, entries []descriptor.Entry) descriptor.Match
+	// Override returns the match for a descriptor that carries its own
+	// limit, requestsPerUnit per unit; an invalid unit is an error.
+	Override(domain string, entries []descriptor.Entry, requestsPerUnit uint32, unit descriptor.Unit) (descriptor.Match, error)
+}
+
+var _ Rules = (*descriptor.Set)(nil)

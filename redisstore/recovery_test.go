@@ -1,0 +1,116 @@
+package redisstore_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+)
+
+// transitions records the calls of Options.OnStateChange.
+type transitions struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (tr *transitions) record(degraded bool, err error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.calls = append(tr.calls, fmt.Sprintf("%v (error set: %v)", degraded, err != nil))
+}
+
+func (tr *transitions) list() []string {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return append([]string(nil), tr.calls...)
+}
+
+// However long Redis has been away, decisions go back to it within about a
+// second of its return: the breaker probes every second or so (±25%)
+// throughout an outage, never backing off. Two minutes of an outage pass on
+// the breaker's (fake) clock, with a decision every 1.3s; once Redis is
+// back, 1.25s on that clock is enough for decisions to come from Redis
+// again. (A breaker that doubled its cooldown, up to 30s, stays open.)
+// OnStateChange hears of the outage once, with its error, and of the
+// recovery once.
+func TestRecoveryAfterLongOutage(t *testing.T) {
+	srv := redistest.Start(t)
+	fake := clock.NewFake(epoch)
+	var tr transitions
+	store := open(t, redisstore.Options{
+		URL: srv.URL(), Timeout: slow, BreakerThreshold: 3,
+		// One connection, in use throughout the outage: none sits idle
+		// through the restart to fail once with EOF afterwards.
+		Connections:   1,
+		OnStateChange: tr.record,
+	})
+	redisstore.SetBreakerClock(store, fake.Now)
+	lim := limiter(t, store, "recovery", sluice.Limit{Algorithm: sluice.GCRA, Count: 1000, Period: time.Hour})
+	if d := allow(t, lim, "k"); d.Degraded {
+		t.Fatalf("with Redis up: got a degraded decision")
+	}
+
+	srv.Stop()
+	for range 3 {
+		allow(t, lim, "k")
+	}
+	if !store.Degraded() {
+		t.Fatalf("after 3 failures (threshold 3): Degraded() = false, want true")
+	}
+	for elapsed := time.Duration(0); elapsed < 2*time.Minute; elapsed += 1300 * time.Millisecond {
+		fake.Advance(1300 * time.Millisecond)
+		if d := allow(t, lim, "k"); !d.Degraded {
+			t.Fatalf("Redis down for %v: got a decision from Redis", elapsed)
+		}
+	}
+	// Let a probe still in flight finish (Redis is down: it fails at once).
+	time.Sleep(50 * time.Millisecond)
+
+	srv.Restart(t)
+	fake.Advance(1250 * time.Millisecond)
+	eventually(t, 5*time.Second, func() bool { return !allow(t, lim, "k").Degraded },
+		func() string {
+			return fmt.Sprintf("Redis back for 1.25s on the breaker's clock after a 2-minute outage: decisions still degraded (Degraded() = %v)", store.Degraded())
+		})
+	if store.Degraded() {
+		t.Errorf("after recovery: Degraded() = true, want false")
+	}
+	want := []string{"true (error set: true)", "false (error set: false)"}
+	if got := tr.list(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("OnStateChange calls: got %v, want %v", got, want)
+	}
+}
+
+// With no decisions at all, Degraded (which a metrics scrape polls) starts
+// the probes itself, so it turns false within about a second of Redis's
+// return.
+func TestDegradedProbesWithoutTraffic(t *testing.T) {
+	srv := redistest.Start(t)
+	fake := clock.NewFake(epoch)
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: slow, BreakerThreshold: 1, Connections: 1})
+	redisstore.SetBreakerClock(store, fake.Now)
+	lim := limiter(t, store, "idle", hourly)
+	allow(t, lim, "k")
+	srv.Stop()
+	if d := allow(t, lim, "k"); !d.Degraded || !store.Degraded() {
+		t.Fatalf("Redis down: decision Degraded=%v, Degraded()=%v, want both true", d.Degraded, store.Degraded())
+	}
+	if d := allow(t, lim, "k"); !d.Degraded || !store.Degraded() {
+		t.Fatalf("Redis down: decision 2 Degraded=%v, Degraded()=%v, want both true", d.Degraded, store.Degraded())
+	}
+	srv.Restart(t)
+	if !store.Degraded() {
+		t.Fatalf("before a probe is due: Degraded() = false, want true")
+	}
+	fake.Advance(1250 * time.Millisecond)
+	eventually(t, 5*time.Second, func() bool { return !store.Degraded() },
+		func() string { return "Redis back and a probe due: Degraded() still true" })
+	if d := allow(t, lim, "k"); d.Degraded {
+		t.Errorf("after Degraded() turned false: got a degraded decision")
+	}
+}
