@@ -59,7 +59,6 @@ func (d *decoder) admin(n *yaml.Node, a *Admin) {
 	})
 }
 
-
 // checkAdmin checks the admin section against the server section: the API
 // needs a token file and the admin listener, and that listener must be on
 // loopback unless allow_remote says otherwise.
