@@ -38,7 +38,7 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 		fmt.Fprintln(stderr, "config:", err)
 		return 1
 	}
-	opts, err := loadOptions(path, data)
+	opts, tokenFile, err := loadOptions(path, data)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -53,7 +53,7 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { reloadLoop(rctx, g, w, path, hup, logger) })
+	wg.Go(func() { reloadLoop(rctx, g, w, path, tokenFile, hup, logger) })
 	err = g.Run(ctx, ready)
 	stop()
 	wg.Wait()
@@ -64,15 +64,31 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 }
 
 // reloadLoop reloads g from path on each SIGHUP and each change of the
-// file's content, one reload at a time, until ctx is done.
-func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, path string, hup <-chan os.Signal, logger *slog.Logger) {
+// file's content or of the admin token file's (tokenFile, if any), one
+// reload at a time, until ctx is done.
+func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, path, tokenFile string, hup <-chan os.Signal, logger *slog.Logger) {
+	var token *filewatch.Watcher
+	watchToken := func(file string) {
+		token = nil
+		if file != "" {
+			token = filewatch.New(file, nil, 1<<20)
+			_, _ = token.Read() // a missing file is the reload's problem
+		}
+	}
+	watchToken(tokenFile)
 	reload := func(data []byte, readErr error) {
-		_ = g.Reload(func() (gateway.Options, error) {
+		var file string
+		err := g.Reload(func() (gateway.Options, error) {
 			if readErr != nil {
 				return gateway.Options{}, fmt.Errorf("config: %w", readErr)
 			}
-			return loadOptions(path, data)
+			opts, f, err := loadOptions(path, data)
+			file = f
+			return opts, err
 		})
+		if err == nil {
+			watchToken(file)
+		}
 	}
 	t := time.NewTicker(pollInterval)
 	defer t.Stop()
@@ -99,29 +115,40 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, p
 				reload(data, nil)
 			default:
 				lastErr = ""
+				if token == nil {
+					break
+				}
+				if _, changed, _ := token.Changed(); changed {
+					logger.Info("the admin token file changed: reloading the configuration", "config", path)
+					data, err := w.Read()
+					reload(data, err)
+				}
 			}
 		}
 	}
 }
 
 // loadOptions parses data, the content of the config file at path, into
-// the gateway's options, with the same messages as check-config.
-func loadOptions(path string, data []byte) (gateway.Options, error) {
+// the gateway's options, with the same messages as check-config, and
+// returns the path of the admin token file it read, if any.
+func loadOptions(path string, data []byte) (gateway.Options, string, error) {
 	cfg, err := config.Parse(data, path)
 	if err != nil {
-		return gateway.Options{}, err
+		return gateway.Options{}, "", err
 	}
 	opts, err := options(cfg)
 	if err != nil {
-		return gateway.Options{}, err
+		return gateway.Options{}, "", err
 	}
+	var tokenFile string
 	if cfg.Admin.API {
 		if opts.AdminToken, err = cfg.Admin.Token(path); err != nil {
-			return gateway.Options{}, err
+			return gateway.Options{}, "", err
 		}
+		tokenFile = cfg.Admin.TokenPath(path)
 	}
 	opts.ConfigHash = configHash(data)
-	return opts, nil
+	return opts, tokenFile, nil
 }
 
 // configHash is the first 16 hex digits of the SHA-256 of a config file.
