@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
 )
@@ -174,5 +175,37 @@ func TestCheckConfigReadsTheAdminToken(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "admin-token"), []byte("a-token-of-thirty-two-characters\n"), 0o600)
 	if c := cli.Run(context.Background(), []string{"check-config", path}, io.Discard, io.Discard); c != 0 {
 		t.Errorf("check-config with the token file: exit %d", c)
+	}
+}
+
+// A new token in the token file applies by itself, as a change of the
+// config file does.
+func TestAdminTokenRotates(t *testing.T) {
+	_, admin, tok := serveAdmin(t)
+	list := func() (int, string) {
+		var errb bytes.Buffer
+		c := cli.Run(context.Background(), []string{"client", "list", "--admin", admin, "--token-file", tok}, io.Discard, &errb)
+		return c, errb.String()
+	}
+	if c, errs := list(); c != 0 {
+		t.Fatalf("with the first token: exit %d, %s", c, errs)
+	}
+	old := filepath.Join(t.TempDir(), "old-token")
+	b, _ := os.ReadFile(tok)
+	os.WriteFile(old, b, 0o600)
+	os.WriteFile(tok, []byte("the-second-token-of-thirty-two-c\n"), 0o600)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, _ := list(); c == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the new token was not accepted within 20s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var errb bytes.Buffer
+	if c := cli.Run(context.Background(), []string{"client", "list", "--admin", admin, "--token-file", old}, io.Discard, &errb); c != 1 || !strings.Contains(errb.String(), "HTTP 401") {
+		t.Errorf("the old token after rotation: exit %d, %q; want 401", c, errb.String())
 	}
 }

@@ -67,8 +67,8 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 }
 
 // reloadLoop reloads g from path on each SIGHUP and each change of the
-// file's content or of the descriptor files it names, one reload at a
-// time, until ctx is done.
+// file's content or of the files it names (the descriptor files, the admin
+// token file), one reload at a time, until ctx is done.
 func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, path string, hup <-chan os.Signal, logger *slog.Logger) {
 	filesSum := sumFiles(files)
 	reload := func(data []byte, readErr error) {
@@ -112,7 +112,7 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 			default:
 				lastErr = ""
 				if files != nil && sumFiles(files) != filesSum {
-					logger.Info("a descriptor file changed: reloading the configuration", "config", path)
+					logger.Info("a file the configuration names changed: reloading it", "config", path)
 					data, err := w.Read()
 					reload(data, err)
 				}
@@ -122,8 +122,10 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 }
 
 // loaded is what loading a config file tells besides the gateway's
-// options: its warnings, and how to list the descriptor files it names
-// (nil when it names none), which a reload follows too.
+// options: its warnings, and how to list the files it names (the
+// descriptor files and the admin token file; nil when it names none),
+// whose changes reload it too, so that a rotated token or a changed
+// descriptor applies within a second.
 type loaded struct {
 	warnings []string
 	files    func() []string
@@ -147,11 +149,22 @@ func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
 		}
 	}
 	ld := loaded{warnings: warnings(cfg)}
-	if svc := cfg.Service; svc != nil {
+	var token string
+	if cfg.Admin.API {
+		token = cfg.Admin.TokenPath(path)
+	}
+	if svc := cfg.Service; svc != nil || token != "" {
 		ld.files = func() []string {
-			// A directory that cannot be listed now lists what it can;
-			// the reload it triggers reports the error.
-			fs, _ := svc.Files(path)
+			var fs []string
+			if token != "" {
+				fs = append(fs, token)
+			}
+			if svc != nil {
+				// A directory that cannot be listed now lists what it
+				// can; the reload it triggers reports the error.
+				more, _ := svc.Files(path)
+				fs = append(fs, more...)
+			}
 			return fs
 		}
 	}

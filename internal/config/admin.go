@@ -90,13 +90,18 @@ func isLoopback(hostport string) bool {
 	return err == nil && a.Unmap().IsLoopback()
 }
 
-// Token reads the admin token from TokenFile, relative to the directory of
+// TokenPath returns the path of TokenFile, relative to the directory of
 // the config file at configPath.
-func (a Admin) Token(configPath string) ([]byte, error) {
-	path := a.TokenFile
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(filepath.Dir(configPath), path)
+func (a Admin) TokenPath(configPath string) string {
+	if filepath.IsAbs(a.TokenFile) {
+		return a.TokenFile
 	}
+	return filepath.Join(filepath.Dir(configPath), a.TokenFile)
+}
+
+// Token reads the admin token from TokenFile (see TokenPath).
+func (a Admin) Token(configPath string) ([]byte, error) {
+	path := a.TokenPath(configPath)
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: admin.token_file: %w", err)

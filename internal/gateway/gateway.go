@@ -169,7 +169,11 @@ type Gateway struct {
 }
 
 // generation is everything a configuration derives, built whole by build
-// and never changed after.
+// and never changed after. Another listener on the same configuration (the
+// Envoy rate-limit service, say) adds what it derives, such as its
+// descriptor tree, here, and loads the generation once per call, as the
+// HTTP handler does per request; Reload then covers it: built whole,
+// swapped atomically, refused whole.
 type generation struct {
 	opts     Options
 	lim      *httplimit.Limiter
