@@ -128,8 +128,15 @@ func (l *Limiter) RuleKey(rule string, values []string) (string, error) {
 			if v == "" {
 				return "", fmt.Errorf("%w: rule %q: empty value for %s (a request without it is keyed by its IP, or skipped)", ErrInvalidKey, rule, k)
 			}
-			if k.Source == SourceHost {
+			switch k.Source {
+			case SourceHost:
 				v = hostOf(&http.Request{Host: v})
+			case SourcePath:
+				// As serve keys it: cleaned, lower-cased unless
+				// CaseSensitivePaths.
+				if v = cleanPath(v); !l.caseSensitive {
+					v = lowerPath(v)
+				}
 			}
 			b = appendValue(b, tagOf(k), v)
 		}
@@ -225,7 +232,13 @@ func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus
 }
 
 // matchPath returns r's path as rules see it, as serve computes it.
-func (l *Limiter) matchPath(r *http.Request) string { return cleanPath(r.URL.Path) }
+func (l *Limiter) matchPath(r *http.Request) string {
+	p := cleanPath(r.URL.Path)
+	if !l.caseSensitive {
+		p = lowerPath(p)
+	}
+	return p
+}
 
 // ResetRequest forgets, for every rule that matches r (or only the one
 // named rule, if rule is not empty), the key r would be charged under, in

@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"sync"
@@ -208,4 +209,29 @@ func FuzzRuleKey(f *testing.F) {
 			t.Errorf("RuleKey(%q, %q, %q) = %q, the request's key is %q", ip, v, host, key, st[0].Key)
 		}
 	})
+}
+
+// RuleKey builds a path key part as serve keys it: cleaned, and
+// lower-cased unless CaseSensitivePaths, so that an operator who types the
+// path as a client sent it finds the client's counter.
+func TestRuleKeyPathAsServed(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	l, err := httplimit.New(httplimit.Options{Store: store, Rules: []httplimit.Rule{{
+		Name: "per-path", Key: []httplimit.KeyPart{httplimit.Path()},
+		Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1, Period: time.Hour},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := l.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/Api//X/", nil))
+	key, err := l.RuleKey("per-path", []string{"/API/x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.PeekKey(context.Background(), "per-path", key, nil)
+	if err != nil || len(st) != 1 || st[0].Decision.Remaining != 0 {
+		t.Errorf("PeekKey(RuleKey(/API/x)) after a request to /Api//X/: got %+v, %v; want the used counter (0 remaining)", st, err)
+	}
 }

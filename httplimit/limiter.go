@@ -383,10 +383,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if _, ok := r.Header[l.overLimit]; ok {
 		r.Header.Del(l.overLimit)
 	}
-	p := cleanPath(r.URL.Path)
-	if !l.caseSensitive {
-		p = lowerPath(p)
-	}
+	p := l.matchPath(r)
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
 

@@ -6,6 +6,7 @@
 package config
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -76,6 +77,13 @@ func ParseFile(data []byte, path string) (*Config, error) {
 	c, err := Parse(data, path)
 	if err != nil {
 		return nil, err
+	}
+	if f := c.Store.HashSecretFile; f != "" {
+		secret, err := readSecret(relative(path, f))
+		if err != nil {
+			return nil, fmt.Errorf("config: store.redis.hash_secret_file: %w", err)
+		}
+		c.Store.Redis.HashSecret = secret
 	}
 	if c.Service != nil {
 		var check func(sluice.Limit) error
@@ -205,6 +213,37 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	}
 	_ = tiersNode
 	return c
+}
+
+// relative returns file, relative to the directory of the config file at
+// configPath unless it is absolute.
+func relative(configPath, file string) string {
+	if filepath.IsAbs(file) {
+		return file
+	}
+	return filepath.Join(filepath.Dir(configPath), file)
+}
+
+// readSecret reads a secret of 16 to 4096 bytes from a file, surrounding
+// white space removed.
+func readSecret(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4097))
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimSpace(b)
+	switch {
+	case len(b) > 4096:
+		return nil, fmt.Errorf("%s is larger than 4096 bytes", path)
+	case len(b) < 16:
+		return nil, fmt.Errorf("the secret in %s is %d bytes; want at least 16 (such as the output of: openssl rand -hex 32)", path, len(b))
+	}
+	return b, nil
 }
 
 // checkRedisRules reports the limits of rules, all valid, that the Redis

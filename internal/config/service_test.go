@@ -113,3 +113,30 @@ func TestRedisCannotRunIsAProblem(t *testing.T) {
 		t.Errorf("descriptor file: got %v, want a problem at api.yaml:4", err)
 	}
 }
+
+// store.redis.hash_keys turns on hashed key names, and hash_secret_file's
+// secret is read relative to the config file.
+func TestRedisHashKeys(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "s.yaml")
+	text := "store: { backend: redis, redis: { url: 'redis://127.0.0.1:1', hash_keys: true, hash_secret_file: secret } }\nupstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Store.Redis.HashKeys || string(c.Store.Redis.HashSecret) != "0123456789abcdef0123" {
+		t.Errorf("got HashKeys %v, secret %q", c.Store.Redis.HashKeys, c.Store.Redis.HashSecret)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "secret"), []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(file); err == nil || !strings.Contains(err.Error(), "store.redis.hash_secret_file") {
+		t.Errorf("a short secret: got %v", err)
+	}
+}

@@ -17,13 +17,17 @@ type Store struct {
 	Backend string // "memory" (default) or "redis"
 	MaxKeys int    // default 1,000,000
 	Redis   redisstore.Options
+	// HashSecretFile holds the key of Redis.HashKeys' digests
+	// (store.redis.hash_secret_file), relative to the config file;
+	// ParseFile reads it into Redis.HashSecret.
+	HashSecretFile string
 }
 
 // storeFields are the fields of store.
 var storeFields = []string{"backend", "max_keys", "redis", "on_error"}
 
 // redisFields are the fields of store.redis.
-var redisFields = []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix"}
+var redisFields = []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix", "hash_keys", "hash_secret_file"}
 
 // store decodes the store section and returns its redis node, if any.
 func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
@@ -54,13 +58,13 @@ func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
 			}
 		case "redis":
 			redisNode = v
-			d.redis(v, &s.Redis)
+			d.redis(v, &s.Redis, &s.HashSecretFile)
 		}
 	})
 	return redisNode
 }
 
-func (d *decoder) redis(n *yaml.Node, r *redisstore.Options) {
+func (d *decoder) redis(n *yaml.Node, r *redisstore.Options, secretFile *string) {
 	hasAddr := false
 	d.fields(n, "store.redis", redisFields, func(key string, v *yaml.Node) {
 		p := "store.redis." + key
@@ -104,6 +108,16 @@ func (d *decoder) redis(n *yaml.Node, r *redisstore.Options) {
 					return
 				}
 				r.Prefix = s
+			}
+		case "hash_keys":
+			r.HashKeys, _ = d.boolean(v, p)
+		case "hash_secret_file":
+			if f, ok := d.str(v, p); ok {
+				if f == "" {
+					d.add(v, p, "want the path of a file holding the secret")
+					return
+				}
+				*secretFile = f
 			}
 		}
 	})

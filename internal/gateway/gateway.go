@@ -6,6 +6,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -437,6 +438,8 @@ func restartOnly(run, file Options) []setting {
 	add("server.listen", run.Listen, file.Listen)
 	add("server.admin", run.Admin, file.Admin)
 	add("server.read_header_timeout", run.ReadHeaderTimeout, file.ReadHeaderTimeout)
+	add("server.read_timeout", run.ReadTimeout, file.ReadTimeout)
+	add("server.idle_timeout", run.IdleTimeout, file.IdleTimeout)
 	add("server.max_header_bytes", run.MaxHeaderBytes, file.MaxHeaderBytes)
 	add("store.backend", backendOr(run.Backend), backendOr(file.Backend))
 	add("store.max_keys", run.MaxKeys, file.MaxKeys)
@@ -453,7 +456,8 @@ func restartOnly(run, file Options) []setting {
 	}
 	r, f := run.Redis, file.Redis
 	if r.URL != f.URL || !slices.Equal(r.Addrs, f.Addrs) || r.MasterSet != f.MasterSet || r.Username != f.Username ||
-		r.Password != f.Password || r.DB != f.DB || r.Timeout != f.Timeout || r.Prefix != f.Prefix {
+		r.Password != f.Password || r.DB != f.DB || r.Timeout != f.Timeout || r.Prefix != f.Prefix ||
+		r.HashKeys != f.HashKeys || !bytes.Equal(r.HashSecret, f.HashSecret) {
 		// Never log the values: they may hold a password.
 		out = append(out, setting{"store.redis", "(running)", "(changed)"})
 	}
@@ -552,7 +556,15 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		g.goBackground(func(ctx context.Context) {
 			watchDegraded(ctx, g.log, time.Second, s.Degraded, onError)
 		})
-		g.ready = s.Ping
+		g.ready = func(ctx context.Context) error {
+			// Degraded first: after an outage Redis may answer a ping
+			// before the store has seen it back (within about a second),
+			// and decisions until then still follow on_error.
+			if s.Degraded() {
+				return fmt.Errorf("deciding per on_error (%s): Redis is unreachable, or its return is not yet confirmed", onError)
+			}
+			return s.Ping(ctx)
+		}
 		registerMemstore(reg, local, "the in-memory fallback store (Redis keeps the shared state)")
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "sluice_store_degraded",
