@@ -103,9 +103,11 @@ func (u Unit) Duration() time.Duration {
 	return unitLengths[u]
 }
 
-// Entry is one key/value pair of a request's descriptor.
+// Entry is one key/value pair of a request's descriptor. Its JSON form is
+// {"key": ..., "value": ...}, as in Envoy's descriptors.
 type Entry struct {
-	Key, Value string
+	Key   string `json:"key"`
+	Value string `json:"value"`
 }
 
 // Domain is the rule tree of one domain, as a configuration writes it.

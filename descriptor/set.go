@@ -517,3 +517,26 @@ func overrideCounterKey(entries []Entry) string {
 	}
 	return string(buf)
 }
+
+// KeyOverride returns the match for one descriptor that an operator gave
+// limits of its own (the admin API's descriptor overrides): the limits
+// apply to that descriptor alone (these entries, in this order), in place
+// of whatever the domain's tree or the descriptor's own limit says, never
+// in shadow mode and taking no part in replaces. Its policy is named
+// "<domain>//admin", a name no node of a tree nor a request's own limit
+// can have, and its counter key encodes every key and value, so it shares
+// no counter with either, nor with another descriptor's override. Its
+// MetricKey is "<domain>.admin_override": never a value. Errors wrap
+// sluice.ErrInvalidLimit.
+func KeyOverride(domain string, entries []Entry, limits ...sluice.Limit) (Match, error) {
+	p, err := sluice.NewPolicy(PolicyName(domain, []string{"", "admin"}), limits...)
+	if err != nil {
+		return Match{}, fmt.Errorf("descriptor: a descriptor override: %w", err)
+	}
+	r := &Rule{Domain: domain, Policy: p, MetricKey: domain + ".admin_override"}
+	for _, l := range limits {
+		r.Displays = append(r.Displays, display(l.Count, l.Period))
+	}
+	es := append([]Entry(nil), entries...)
+	return Match{Rule: r, Key: overrideCounterKey(es), entries: es}, nil
+}

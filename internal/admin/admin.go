@@ -13,6 +13,15 @@
 //	DELETE /admin/v1/clients/{client}   remove it
 //	POST   /admin/v1/keys/show          a key's or a request's state, uncharged
 //	POST   /admin/v1/keys/reset         forget a key, or a request's keys
+//
+// and, for the rate-limit service, over one descriptor of a domain:
+//
+//	POST   /admin/v1/descriptors/show            a descriptor's state, uncharged
+//	POST   /admin/v1/descriptors/reset           forget its counter
+//	GET    /admin/v1/descriptors/overrides       the descriptor overrides in force
+//	GET    /admin/v1/descriptors/overrides/{id}  one, by ID (such as api/client=a)
+//	PUT    /admin/v1/descriptors/overrides/{id}  give a descriptor limits of its own
+//	DELETE /admin/v1/descriptors/overrides/{id}  remove them
 package admin
 
 import (
@@ -26,6 +35,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/rls"
 )
 
 // MaxBody is the largest request body the API reads, in bytes.
@@ -34,6 +44,8 @@ const MaxBody = 64 << 10
 // State is what the API works on, from the configuration in force.
 type State struct {
 	Limiter *httplimit.Limiter
+	// Service is the rate-limit service; nil when none runs.
+	Service *rls.Service
 	// Token is the bearer token the API requires; empty turns the API off.
 	Token []byte
 }
@@ -45,6 +57,9 @@ type Options struct {
 	State func() State
 	// Overrides holds the per-client overrides. Required.
 	Overrides *overrides.Set
+	// Descriptors holds the descriptor overrides of the rate-limit
+	// service; required when a State has a Service.
+	Descriptors *overrides.DescriptorSet
 	// Logger receives a line for every change made through the API.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -70,6 +85,12 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("DELETE /admin/v1/clients/{client}", a.with(a.deleteClient))
 	mux.HandleFunc("POST /admin/v1/keys/show", a.with(a.showKey))
 	mux.HandleFunc("POST /admin/v1/keys/reset", a.with(a.resetKey))
+	mux.HandleFunc("POST /admin/v1/descriptors/show", a.with(a.showDescriptor))
+	mux.HandleFunc("POST /admin/v1/descriptors/reset", a.with(a.resetDescriptor))
+	mux.HandleFunc("GET /admin/v1/descriptors/overrides", a.with(a.listDescriptors))
+	mux.HandleFunc("GET /admin/v1/descriptors/overrides/{id...}", a.with(a.getDescriptor))
+	mux.HandleFunc("PUT /admin/v1/descriptors/overrides/{id...}", a.with(a.putDescriptor))
+	mux.HandleFunc("DELETE /admin/v1/descriptors/overrides/{id...}", a.with(a.deleteDescriptor))
 	mux.HandleFunc("/admin/", a.with(func(w http.ResponseWriter, r *http.Request, _ State) {
 		problem(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
 	}))

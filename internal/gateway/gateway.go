@@ -159,8 +159,9 @@ type Gateway struct {
 
 	redis *redisstore.Store // nil on the memory backend
 	ov    *overrides.Set
-	svc   *rls.Service // nil without a service section
-	addrs atomic.Value // map[string]net.Addr, once Run listens
+	dov   *overrides.DescriptorSet // the service's; nil without a service section
+	svc   *rls.Service             // nil without a service section
+	addrs atomic.Value             // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex      // serialises Reload
@@ -220,7 +221,11 @@ func New(opts Options) (*Gateway, error) {
 	if so := opts.Service; so != nil {
 		m, err := rls.NewMetrics(g.reg)
 		if err == nil {
-			g.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: m, OnStoreError: so.OnStoreError, Headers: so.Headers})
+			err = g.openDescriptorOverrides()
+		}
+		if err == nil {
+			g.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: m, OnStoreError: so.OnStoreError, Headers: so.Headers,
+				Overrides: g.dov})
 		}
 		if err != nil {
 			g.Close()
@@ -253,10 +258,11 @@ func New(opts Options) (*Gateway, error) {
 	mux.Handle("/admin/", admin.Handler(admin.Options{
 		State: func() admin.State {
 			gen := g.gen.Load()
-			return admin.State{Limiter: gen.lim, Token: gen.opts.AdminToken}
+			return admin.State{Limiter: gen.lim, Service: g.svc, Token: gen.opts.AdminToken}
 		},
-		Overrides: g.ov,
-		Logger:    g.log,
+		Overrides:   g.ov,
+		Descriptors: g.dov,
+		Logger:      g.log,
 	}))
 	g.admin = mux
 	return g, nil
@@ -273,11 +279,7 @@ func (g *Gateway) openOverrides() error {
 	}}
 	var err error
 	if g.redis != nil {
-		prefix := g.opts.Redis.Prefix
-		if prefix == "" {
-			prefix = "sluice"
-		}
-		g.ov, err = overrides.NewRedis(o, g.redis.Client, prefix)
+		g.ov, err = overrides.NewRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
 	} else {
 		g.ov, err = overrides.NewMemory(o)
 	}
@@ -295,6 +297,43 @@ func (g *Gateway) openOverrides() error {
 		Help: "Clients with a per-client override in force (set through the admin API).",
 	}, func() float64 { return float64(g.ov.Len()) }))
 	return nil
+}
+
+// openDescriptorOverrides opens the rate-limit service's descriptor
+// overrides beside the per-client ones, as openOverrides does.
+func (g *Gateway) openDescriptorOverrides() error {
+	failLog := &logLimit{per: 1}
+	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnError: func(err error) {
+		if failLog.allow(time.Now()) {
+			g.log.Warn("reading the descriptor overrides failed; the last ones read stay in force", "error", err)
+		}
+	}}
+	var err error
+	if g.redis != nil {
+		g.dov, err = overrides.NewDescriptorRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
+	} else {
+		g.dov, err = overrides.NewDescriptorMemory(o)
+	}
+	if err != nil {
+		return err
+	}
+	if err := g.dov.Refresh(context.Background()); err != nil {
+		o.OnError(err) // Redis may be down: Run keeps trying
+	}
+	if g.redis != nil {
+		g.goBackground(g.dov.Run)
+	}
+	return g.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "sluice_descriptor_overrides",
+		Help: "Descriptors of the rate-limit service with limits of their own in force (set through the admin API).",
+	}, func() float64 { return float64(g.dov.Len()) }))
+}
+
+func redisPrefix(ro redisstore.Options) string {
+	if ro.Prefix == "" {
+		return "sluice"
+	}
+	return ro.Prefix
 }
 
 func withDefaults(opts Options) Options {

@@ -302,9 +302,13 @@ func (s *Set) failed(err error) {
 
 // Run refreshes the Set every Poll (with jitter) until ctx is done. Only
 // a Set on Redis needs it: another process may change the overrides.
-func (s *Set) Run(ctx context.Context) {
+func (s *Set) Run(ctx context.Context) { poll(ctx, s.opts.Poll, s.Refresh, s.failed) }
+
+// poll calls refresh every period, with ±25% jitter, until ctx is done,
+// telling failed of its failures.
+func poll(ctx context.Context, period time.Duration, refresh func(context.Context) error, failed func(error)) {
 	for {
-		d := s.opts.Poll*3/4 + rand.N(s.opts.Poll/2+1)
+		d := period*3/4 + rand.N(period/2+1)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -312,8 +316,8 @@ func (s *Set) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
-			s.failed(err)
+		if err := refresh(ctx); err != nil && ctx.Err() == nil {
+			failed(err)
 		}
 	}
 }

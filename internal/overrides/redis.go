@@ -32,8 +32,13 @@ func NewRedis(opts Options, client func() rueidis.Client, prefix string) (*Set, 
 	if client == nil {
 		return nil, errors.New("overrides: no Redis client")
 	}
-	hash := prefix + ":{overrides}"
-	return newSet(opts, &redis{client: client, keys: []string{hash, hash + ":version"}})
+	return newSet(opts, newRedisBackend(client, prefix+":{overrides}"))
+}
+
+// newRedisBackend returns a backend on the hash named hash; its version
+// key shares the hash tag.
+func newRedisBackend(client func() rueidis.Client, hash string) *redis {
+	return &redis{client: client, keys: []string{hash, hash + ":version"}}
 }
 
 type redis struct {

@@ -129,6 +129,20 @@ type Options struct {
 	MaxValueBytes int
 	// MaxHitsAddend bounds hits_addend. Default algo.MaxCount (10^12).
 	MaxHitsAddend uint64
+	// Overrides, if non-nil, holds descriptors that an operator gave
+	// limits of their own: they apply in place of the tree's (and of a
+	// descriptor's own limit) while the tree has their domain.
+	Overrides Overrides
+}
+
+// Overrides finds the limits an operator gave one descriptor (the admin
+// API's descriptor overrides).
+type Overrides interface {
+	// Override returns the match of the descriptor's own limits (see
+	// descriptor.KeyOverride), if it has some. It is called for every
+	// descriptor of every request, so it must be fast (one map lookup
+	// at most), and safe for concurrent use.
+	Override(domain string, entries []descriptor.Entry) (descriptor.Match, bool)
 }
 
 // ErrInvalidRequest is wrapped by the errors of requests the service
@@ -347,7 +361,9 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			c.entries = append(c.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
 		}
 		es := c.entries[from:len(c.entries):len(c.entries)]
-		if l := d.Limit; l != nil {
+		if m, ok := s.override(rules, req.Domain, es); ok {
+			c.ms[i] = m
+		} else if l := d.Limit; l != nil {
 			m, err := rules.Override(req.Domain, es, l.RequestsPerUnit, descriptor.Unit(l.Unit))
 			if err != nil {
 				return nil, fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)

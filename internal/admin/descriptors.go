@@ -1,0 +1,285 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/rls"
+)
+
+// descriptorBody names one descriptor of the rate-limit service, as Envoy
+// sends it.
+type descriptorBody struct {
+	Domain  string             `json:"domain"`
+	Entries []descriptor.Entry `json:"entries"`
+}
+
+// descriptorOverrideBody is the body of PUT on a descriptor override.
+type descriptorOverrideBody struct {
+	Limits []overrides.Limit `json:"limits"`
+	Until  string            `json:"until,omitempty"` // RFC 3339; empty for forever
+}
+
+// descriptorRule is a rule of the tree, as show reports it.
+type descriptorRule struct {
+	Name       string `json:"name,omitempty"`
+	Path       string `json:"path"`   // its metric key, such as api.client
+	Policy     string `json:"policy"` // the policy that keeps its counters
+	ShadowMode bool   `json:"shadow_mode,omitempty"`
+	DenyAll    bool   `json:"deny_all,omitempty"`
+}
+
+// descriptorState is what show answers: the limit that applies to a
+// descriptor and its counter's state.
+type descriptorState struct {
+	Domain  string             `json:"domain"`
+	Entries []descriptor.Entry `json:"entries"`
+	// Applies is "rule" (the tree's), "override" (an operator's) or
+	// "none"; NoLimit says why none applies.
+	Applies  string                `json:"applies"`
+	NoLimit  string                `json:"no_limit,omitempty"`
+	Rule     *descriptorRule       `json:"rule,omitempty"`
+	Override *overrides.Descriptor `json:"override,omitempty"`
+	Key      string                `json:"key"`
+	Limits   []limitJSON           `json:"limits,omitempty"`
+	// State is the binding limit's (limits[limit_index]): the one with the
+	// fewest units remaining, or the one that denies the longest.
+	LimitIndex int        `json:"limit_index"`
+	State      *stateJSON `json:"state,omitempty"`
+}
+
+const noRule = "no rule of the domain limits this descriptor: it matches no path to a limit, or an allow-list entry (a descriptor without a rate_limit)"
+
+func (a *api) service(w http.ResponseWriter, st State) bool {
+	if st.Service == nil || a.opts.Descriptors == nil {
+		problem(w, http.StatusNotFound, "no rate-limit service runs: add a service section to the config file")
+		return false
+	}
+	return true
+}
+
+// descriptorProblem answers the problem of an error of the service's
+// inspection.
+func descriptorProblem(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, rls.ErrUnknownDomain):
+		problem(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, rls.ErrInvalidRequest):
+		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), rls.ErrInvalidRequest.Error()+": "))
+	default:
+		problem(w, http.StatusServiceUnavailable, err.Error())
+	}
+}
+
+func (a *api) parseDescriptor(w http.ResponseWriter, r *http.Request) (*descriptorBody, bool) {
+	var b descriptorBody
+	if !decode(w, r, &b) {
+		return nil, false
+	}
+	if b.Domain == "" || len(b.Entries) == 0 {
+		problem(w, http.StatusBadRequest, `give domain and entries, such as {"domain": "api", "entries": [{"key": "client", "value": "a"}]}`)
+		return nil, false
+	}
+	return &b, true
+}
+
+func stateOf(b *descriptorBody, ks rls.KeyState, ov *overrides.Descriptor) descriptorState {
+	out := descriptorState{Domain: b.Domain, Entries: b.Entries, Applies: "none"}
+	r := ks.Match.Rule
+	switch {
+	case r == nil:
+		out.NoLimit = noRule
+		return out
+	case ks.Override:
+		out.Applies, out.Override = "override", ov
+	default:
+		out.Applies = "rule"
+		out.Rule = &descriptorRule{Name: r.Name, Path: r.MetricKey, ShadowMode: r.ShadowMode, DenyAll: r.DenyAll}
+		if r.Policy != nil {
+			out.Rule.Policy = r.Policy.Name()
+		}
+	}
+	out.Key = ks.Match.Key
+	if r.Unlimited {
+		out.Applies, out.NoLimit = "none", "the rule is unlimited"
+		return out
+	}
+	if r.Policy == nil { // deny-all: zero requests per unit
+		out.State = &stateJSON{Allowed: false}
+		return out
+	}
+	lims := r.Policy.Limits()
+	for _, l := range lims {
+		out.Limits = append(out.Limits, limitJSON{Algorithm: l.Algorithm.String(), Limit: l.Count, Period: l.Period.String(), Burst: l.Burst})
+	}
+	d := ks.Decision
+	if d.Index >= 0 && d.Index < len(lims) {
+		l := lims[d.Index]
+		capacity := l.Count
+		if l.Algorithm.IsBucket() && l.Burst > 0 {
+			capacity = l.Burst
+		}
+		out.LimitIndex = d.Index
+		out.State = &stateJSON{Used: max(0, capacity-d.Remaining), Remaining: d.Remaining, Allowed: d.Allowed,
+			RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds(), Reset: d.ResetTime().UTC()}
+	}
+	return out
+}
+
+func (a *api) showDescriptor(w http.ResponseWriter, r *http.Request, st State) {
+	if !a.service(w, st) {
+		return
+	}
+	b, ok := a.parseDescriptor(w, r)
+	if !ok {
+		return
+	}
+	ks, err := st.Service.PeekDescriptor(r.Context(), b.Domain, b.Entries)
+	if err != nil {
+		descriptorProblem(w, err)
+		return
+	}
+	var ov *overrides.Descriptor
+	if ks.Override {
+		if d, ok := a.opts.Descriptors.Get(overrides.DescriptorID(b.Domain, b.Entries)); ok {
+			ov = &d
+		}
+	}
+	reply(w, http.StatusOK, stateOf(b, ks, ov))
+}
+
+func (a *api) resetDescriptor(w http.ResponseWriter, r *http.Request, st State) {
+	if !a.service(w, st) {
+		return
+	}
+	b, ok := a.parseDescriptor(w, r)
+	if !ok {
+		return
+	}
+	ks, err := st.Service.ResetDescriptor(r.Context(), b.Domain, b.Entries)
+	if err != nil {
+		descriptorProblem(w, err)
+		return
+	}
+	out := struct {
+		Reset   bool   `json:"reset"`
+		Applies string `json:"applies"`
+		NoLimit string `json:"no_limit,omitempty"`
+		Policy  string `json:"policy,omitempty"`
+		Key     string `json:"key"`
+	}{Key: ks.Match.Key, Applies: "rule"}
+	switch rule := ks.Match.Rule; {
+	case rule == nil:
+		out.Applies, out.NoLimit = "none", noRule
+	case rule.Unlimited:
+		out.Applies, out.NoLimit = "none", "the rule is unlimited"
+	case rule.Policy == nil:
+		out.NoLimit = "the rule denies every request (zero requests per unit): it keeps no counter"
+	default:
+		out.Reset, out.Policy = true, rule.Policy.Name()
+		if ks.Override {
+			out.Applies = "override"
+		}
+		a.log.Info("admin API: descriptor reset", "domain", b.Domain, "policy", out.Policy)
+	}
+	reply(w, http.StatusOK, out)
+}
+
+func (a *api) listDescriptors(w http.ResponseWriter, r *http.Request, st State) {
+	if !a.service(w, st) {
+		return
+	}
+	reply(w, http.StatusOK, struct {
+		Overrides []overrides.Descriptor `json:"overrides"`
+	}{a.opts.Descriptors.List()})
+}
+
+func (a *api) getDescriptor(w http.ResponseWriter, r *http.Request, st State) {
+	if !a.service(w, st) {
+		return
+	}
+	id := r.PathValue("id")
+	d, ok := a.opts.Descriptors.Get(id)
+	if !ok {
+		problem(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
+		return
+	}
+	reply(w, http.StatusOK, d)
+}
+
+func (a *api) putDescriptor(w http.ResponseWriter, r *http.Request, st State) {
+	if !a.service(w, st) {
+		return
+	}
+	domain, entries, err := overrides.ParseDescriptorID(r.PathValue("id"))
+	if err != nil {
+		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": ")+" (a descriptor's ID is its domain and entries, such as api/client=a, with % / and = in them escaped as %XX)")
+		return
+	}
+	if err := st.Service.CheckDescriptor(domain, entries); err != nil {
+		descriptorProblem(w, err)
+		return
+	}
+	var b descriptorOverrideBody
+	if !decode(w, r, &b) {
+		return
+	}
+	d := overrides.Descriptor{Domain: domain, Entries: entries, Limits: b.Limits}
+	if b.Until != "" {
+		t, err := time.Parse(time.RFC3339, b.Until)
+		if err != nil {
+			problem(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", b.Until))
+			return
+		}
+		d.Until = t
+	}
+	// A limit without an algorithm gets that of the limit it overrides,
+	// else envoyproxy/ratelimit's fixed window.
+	def := "fixed_window"
+	if m := st.Service.Rules().Match(domain, entries); m.Rule != nil && m.Rule.Policy != nil {
+		def = m.Rule.Policy.Limits()[0].Algorithm.String()
+	}
+	for i := range d.Limits {
+		if d.Limits[i].Algorithm == "" {
+			d.Limits[i].Algorithm = def
+		}
+	}
+	got, err := a.opts.Descriptors.Put(r.Context(), d)
+	switch {
+	case errors.Is(err, overrides.ErrInvalid):
+		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+		return
+	case errors.Is(err, overrides.ErrFull):
+		problem(w, http.StatusConflict, err.Error())
+		return
+	case err != nil:
+		problem(w, http.StatusServiceUnavailable, err.Error())
+		return
+	}
+	a.log.Info("admin API: descriptor override set", "domain", domain, "descriptor", digest(got.ID), "limits", len(got.Limits), "until", got.Until)
+	reply(w, http.StatusOK, got)
+}
+
+func (a *api) deleteDescriptor(w http.ResponseWriter, r *http.Request, st State) {
+	if !a.service(w, st) {
+		return
+	}
+	id := r.PathValue("id")
+	ok, err := a.opts.Descriptors.Delete(r.Context(), id)
+	switch {
+	case errors.Is(err, overrides.ErrInvalid):
+		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+	case err != nil:
+		problem(w, http.StatusServiceUnavailable, err.Error())
+	case !ok:
+		problem(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
+	default:
+		a.log.Info("admin API: descriptor override removed", "descriptor", digest(id))
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
