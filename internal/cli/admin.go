@@ -14,6 +14,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/internal/overrides"
 )
 
 const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_file in the config file):
@@ -29,9 +32,19 @@ const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_f
                                               a key's state under each of its limits, without charging it
   sluice key reset [--rule RULE] [--client CLIENT] VALUE...
                                               forget a key: its full quota is back
+  sluice descriptor show DOMAIN KEY=VALUE...  a descriptor's counter in the rate-limit service, uncharged
+  sluice descriptor reset DOMAIN KEY=VALUE... forget it: its full quota is back
+  sluice descriptor set-limit DOMAIN KEY=VALUE... --limit N --period DURATION
+                 [--algorithm A] [--burst N] [--until TIME]
+                                              give that descriptor its own limit
+  sluice descriptor list                      the descriptor overrides in force
+  sluice descriptor remove DOMAIN KEY=VALUE...
+                                              remove a descriptor's override
 
 VALUE... are the values of the rule's key parts, in order (an IP address for
-ip). Without --rule, every rule keyed by that many parts. TIME is RFC 3339,
+ip). Without --rule, every rule keyed by that many parts. KEY=VALUE... are
+the entries of one descriptor, in order, as Envoy sends them (split at the
+first =). TIME is RFC 3339,
 such as 2026-12-31T00:00:00Z. Every command takes:
   --admin URL          the admin listener (default $SLUICE_ADMIN_URL, or http://127.0.0.1:9090)
   --token-file FILE    the file holding the admin token (default $SLUICE_ADMIN_TOKEN_FILE)
@@ -46,7 +59,8 @@ type adminClient struct {
 	stdout io.Writer
 }
 
-// adminCommand runs "sluice client ..." and "sluice key ...".
+// adminCommand runs "sluice client ...", "sluice key ..." and "sluice
+// descriptor ...".
 func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
 		fmt.Fprint(stderr, adminUsage)
@@ -152,6 +166,53 @@ func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			run = func() error { return c.do(ctx, "POST", c.base+"/keys/show", body, printKey) }
 		} else {
 			run = func() error { return c.do(ctx, "POST", c.base+"/keys/reset", body, printReset) }
+		}
+	case "descriptor list":
+		if len(pos) != 0 {
+			return usage("takes no arguments")
+		}
+		run = func() error { return c.do(ctx, "GET", c.base+"/descriptors/overrides", nil, printDescriptors) }
+	case "descriptor show", "descriptor reset", "descriptor remove", "descriptor set-limit":
+		if len(pos) < 2 {
+			return usage("want DOMAIN KEY=VALUE...")
+		}
+		entries := make([]descriptor.Entry, 0, len(pos)-1)
+		for _, p := range pos[1:] {
+			k, v, ok := strings.Cut(p, "=")
+			if !ok || k == "" {
+				return usage(fmt.Sprintf("entry %q: want KEY=VALUE", p))
+			}
+			entries = append(entries, descriptor.Entry{Key: k, Value: v})
+		}
+		body := map[string]any{"domain": pos[0], "entries": entries}
+		ovURL := c.base + "/descriptors/overrides/" + url.PathEscape(overrides.DescriptorID(pos[0], entries))
+		switch args[1] {
+		case "show":
+			run = func() error { return c.do(ctx, "POST", c.base+"/descriptors/show", body, printDescriptorState) }
+		case "reset":
+			run = func() error { return c.do(ctx, "POST", c.base+"/descriptors/reset", body, printDescriptorReset) }
+		case "remove":
+			run = func() error {
+				return c.do(ctx, "DELETE", ovURL, nil, func(w io.Writer, _ []byte) {
+					fmt.Fprintf(w, "removed the override of %s\n", overrides.DescriptorID(pos[0], entries))
+				})
+			}
+		default:
+			if *limit == 0 || *period == "" {
+				return usage("want DOMAIN KEY=VALUE... --limit N --period DURATION")
+			}
+			l := map[string]any{"limit": *limit, "period": *period}
+			if *algorithm != "" {
+				l["algorithm"] = *algorithm
+			}
+			if *burst != 0 {
+				l["burst"] = *burst
+			}
+			body := map[string]any{"limits": []any{l}}
+			if *until != "" {
+				body["until"] = *until
+			}
+			run = func() error { return c.do(ctx, "PUT", ovURL, body, printDescriptor) }
 		}
 	default:
 		return usage(fmt.Sprintf("unknown command %q", args[0]+" "+args[1]))
@@ -365,4 +426,146 @@ func printReset(w io.Writer, b []byte) {
 		return
 	}
 	fmt.Fprintf(w, "reset in %s\n", strings.Join(v.Reset, ", "))
+}
+
+type limitDef struct {
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	Period    string `json:"period"`
+	Burst     int64  `json:"burst"`
+}
+
+func (l limitDef) String() string {
+	s := fmt.Sprintf("%d/%s %s", l.Limit, l.Period, l.Algorithm)
+	if l.Burst != 0 {
+		s += fmt.Sprintf(" burst %d", l.Burst)
+	}
+	return s
+}
+
+type descriptorJSON struct {
+	ID     string     `json:"id"`
+	Limits []limitDef `json:"limits"`
+	Until  time.Time  `json:"until"`
+}
+
+func (d descriptorJSON) cells() []string {
+	ls := make([]string, len(d.Limits))
+	for i, l := range d.Limits {
+		ls[i] = l.String()
+	}
+	until := "-"
+	if !d.Until.IsZero() {
+		until = d.Until.Format(time.RFC3339)
+	}
+	return []string{d.ID, strings.Join(ls, "; "), until}
+}
+
+func printDescriptors(w io.Writer, b []byte) {
+	var v struct {
+		Overrides []descriptorJSON `json:"overrides"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	if len(v.Overrides) == 0 {
+		fmt.Fprintln(w, "no descriptor overrides")
+		return
+	}
+	rows := make([][]string, len(v.Overrides))
+	for i, d := range v.Overrides {
+		rows[i] = d.cells()
+	}
+	table(w, []string{"DESCRIPTOR", "LIMITS", "UNTIL"}, rows)
+}
+
+func printDescriptor(w io.Writer, b []byte) {
+	var d descriptorJSON
+	if err := json.Unmarshal(b, &d); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	table(w, []string{"DESCRIPTOR", "LIMITS", "UNTIL"}, [][]string{d.cells()})
+}
+
+func printDescriptorState(w io.Writer, b []byte) {
+	var v struct {
+		Applies string `json:"applies"`
+		NoLimit string `json:"no_limit"`
+		Rule    *struct {
+			Path       string `json:"path"`
+			ShadowMode bool   `json:"shadow_mode"`
+			DenyAll    bool   `json:"deny_all"`
+		} `json:"rule"`
+		Override   *descriptorJSON `json:"override"`
+		Key        string          `json:"key"`
+		Limits     []limitDef      `json:"limits"`
+		LimitIndex int             `json:"limit_index"`
+		State      *struct {
+			Used       int64   `json:"used"`
+			Remaining  int64   `json:"remaining"`
+			Allowed    bool    `json:"allowed"`
+			ResetAfter float64 `json:"reset_after_seconds"`
+		} `json:"state"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	if v.Applies == "none" {
+		fmt.Fprintf(w, "no limit applies: %s\n", v.NoLimit)
+		return
+	}
+	name := "(override)"
+	if v.Override != nil {
+		name = "override " + v.Override.ID
+	}
+	if v.Rule != nil {
+		name = v.Rule.Path
+		if v.Rule.ShadowMode {
+			name += " (shadow mode)"
+		}
+		if v.Rule.DenyAll {
+			fmt.Fprintf(w, "%s denies every request (zero requests per unit)\n", name)
+			return
+		}
+	}
+	key := v.Key
+	if key == "" {
+		key = "(shared)"
+	}
+	var rows [][]string
+	for i, l := range v.Limits {
+		row := []string{name, key, l.String(), "-", "-", "-", "-"}
+		if s := v.State; s != nil && i == v.LimitIndex {
+			reset := (time.Duration(s.ResetAfter * float64(time.Second))).Round(time.Millisecond).String()
+			row[3], row[4], row[5], row[6] = fmt.Sprint(s.Used), fmt.Sprint(s.Remaining), fmt.Sprint(s.Allowed), reset
+		}
+		rows = append(rows, row)
+	}
+	table(w, []string{"LIMIT OF", "KEY", "LIMIT", "USED", "REMAINING", "NEXT PASSES", "FULL IN"}, rows)
+}
+
+func printDescriptorReset(w io.Writer, b []byte) {
+	var v struct {
+		Reset   bool   `json:"reset"`
+		Applies string `json:"applies"`
+		NoLimit string `json:"no_limit"`
+		Policy  string `json:"policy"`
+		Key     string `json:"key"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		fmt.Fprintf(w, "%s", b)
+		return
+	}
+	if !v.Reset {
+		fmt.Fprintf(w, "nothing to reset: %s\n", v.NoLimit)
+		return
+	}
+	if v.Applies == "override" {
+		fmt.Fprintln(w, "reset the counter of the descriptor's override")
+		return
+	}
+	fmt.Fprintf(w, "reset %s key %q\n", v.Policy, v.Key)
 }

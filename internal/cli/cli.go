@@ -65,7 +65,7 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return serve(ctx, args[1:], stdout, stderr, ready)
 	case "check-config":
 		return checkConfig(args[1:], stdout, stderr)
-	case "client", "key":
+	case "client", "key", "descriptor":
 		return adminCommand(ctx, args, stdout, stderr)
 	case "version":
 		return versionCmd(args[1:], stdout, stderr)
