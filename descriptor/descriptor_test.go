@@ -501,3 +501,31 @@ func TestOverrideConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestAllowListed(t *testing.T) {
+	s, err := descriptor.New(descriptor.Domain{Name: "d", Descriptors: []descriptor.Descriptor{
+		{Key: "free"},
+		{Key: "user", Descriptors: []descriptor.Descriptor{{Key: "plan", Value: "x", RateLimit: &descriptor.RateLimit{RequestsPerUnit: 1, Unit: descriptor.Second}}}},
+		{Key: "limited", RateLimit: &descriptor.RateLimit{RequestsPerUnit: 1, Unit: descriptor.Second}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		domain  string
+		entries []descriptor.Entry
+		want    bool
+	}{
+		{"d", []descriptor.Entry{{"free", "a"}}, true},
+		{"d", []descriptor.Entry{{"user", "u"}}, true}, // a node that only holds nested descriptors
+		{"d", []descriptor.Entry{{"user", "u"}, {"plan", "x"}}, false},
+		{"d", []descriptor.Entry{{"limited", "a"}}, false},
+		{"d", []descriptor.Entry{{"nope", "a"}}, false},
+		{"d", []descriptor.Entry{{"free", "a"}, {"deeper", "b"}}, false},
+		{"other", []descriptor.Entry{{"free", "a"}}, false},
+	} {
+		if got := s.AllowListed(tc.domain, tc.entries); got != tc.want {
+			t.Errorf("AllowListed(%q, %v) = %v, want %v", tc.domain, tc.entries, got, tc.want)
+		}
+	}
+}

@@ -293,16 +293,44 @@ type Match struct {
 // domain, following the rules of the package documentation. It allocates
 // only when two or more levels of the path are counted per value, once.
 func (s *Set) Match(domain string, entries []Entry) Match {
+	n, nvar, one := s.walk(domain, entries)
+	if n == nil || n.rule == nil {
+		return Match{}
+	}
+	m := Match{Rule: n.rule, entries: entries}
+	switch nvar {
+	case 0:
+	case 1:
+		m.Key = one
+	default:
+		m.Key = counterKey(entries, n.rule.variable)
+	}
+	return m
+}
+
+// AllowListed reports whether the descriptor reaches a node of the tree
+// that has no rate limit (an allow-list entry, or a node that only holds
+// nested descriptors): Match finds no rule for it, and not because no
+// node matches.
+func (s *Set) AllowListed(domain string, entries []Entry) bool {
+	n, _, _ := s.walk(domain, entries)
+	return n != nil && n.rule == nil
+}
+
+// walk follows entries down the domain's tree and returns the node
+// reached, or nil, with the number of levels counted per value and the
+// last such value.
+func (s *Set) walk(domain string, entries []Entry) (*node, int, string) {
 	n := s.domains[domain]
 	if n == nil || len(entries) == 0 {
-		return Match{}
+		return nil, 0, ""
 	}
 	nvar := 0
 	var one string
 	for _, e := range entries {
 		g := n.children[e.Key]
 		if g == nil {
-			return Match{}
+			return nil, 0, ""
 		}
 		next, variable := g.exact[e.Value], false
 		if next == nil {
@@ -317,7 +345,7 @@ func (s *Set) Match(domain string, entries []Entry) Match {
 			next, variable = g.def, true
 		}
 		if next == nil {
-			return Match{}
+			return nil, 0, ""
 		}
 		if variable {
 			nvar++
@@ -325,18 +353,7 @@ func (s *Set) Match(domain string, entries []Entry) Match {
 		}
 		n = next
 	}
-	if n.rule == nil {
-		return Match{}
-	}
-	m := Match{Rule: n.rule, entries: entries}
-	switch nvar {
-	case 0:
-	case 1:
-		m.Key = one
-	default:
-		m.Key = counterKey(entries, n.rule.variable)
-	}
-	return m
+	return n, nvar, one
 }
 
 // counterKey writes the values of the variable levels, each but the last

@@ -53,7 +53,22 @@ type descriptorState struct {
 	State      *stateJSON `json:"state,omitempty"`
 }
 
-const noRule = "no rule of the domain limits this descriptor: it matches no path to a limit, or an allow-list entry (a descriptor without a rate_limit)"
+// Why no limit applies to a descriptor.
+const (
+	noRule    = "the descriptor matches no rule of the domain"
+	allowList = "the descriptor reaches an allow-list entry (a descriptor without a rate_limit)"
+	unlimited = "the descriptor's rule is unlimited"
+)
+
+// noLimit says why no rule applies to a descriptor.
+func noLimit(rules rls.Rules, b *descriptorBody) string {
+	if al, ok := rules.(interface {
+		AllowListed(string, []descriptor.Entry) bool
+	}); ok && al.AllowListed(b.Domain, b.Entries) {
+		return allowList
+	}
+	return noRule
+}
 
 func (a *api) service(w http.ResponseWriter, st State) bool {
 	if st.Service == nil || a.opts.Descriptors == nil {
@@ -88,12 +103,12 @@ func (a *api) parseDescriptor(w http.ResponseWriter, r *http.Request) (*descript
 	return &b, true
 }
 
-func stateOf(b *descriptorBody, ks rls.KeyState, ov *overrides.Descriptor) descriptorState {
+func stateOf(rules rls.Rules, b *descriptorBody, ks rls.KeyState, ov *overrides.Descriptor) descriptorState {
 	out := descriptorState{Domain: b.Domain, Entries: b.Entries, Applies: "none"}
 	r := ks.Match.Rule
 	switch {
 	case r == nil:
-		out.NoLimit = noRule
+		out.NoLimit = noLimit(rules, b)
 		return out
 	case ks.Override:
 		out.Applies, out.Override = "override", ov
@@ -106,7 +121,7 @@ func stateOf(b *descriptorBody, ks rls.KeyState, ov *overrides.Descriptor) descr
 	}
 	out.Key = ks.Match.Key
 	if r.Unlimited {
-		out.Applies, out.NoLimit = "none", "the rule is unlimited"
+		out.Applies, out.NoLimit = "none", unlimited
 		return out
 	}
 	if r.Policy == nil { // deny-all: zero requests per unit
@@ -150,7 +165,7 @@ func (a *api) showDescriptor(w http.ResponseWriter, r *http.Request, st State) {
 			ov = &d
 		}
 	}
-	reply(w, http.StatusOK, stateOf(b, ks, ov))
+	reply(w, http.StatusOK, stateOf(st.Service.Rules(), b, ks, ov))
 }
 
 func (a *api) resetDescriptor(w http.ResponseWriter, r *http.Request, st State) {
@@ -175,9 +190,9 @@ func (a *api) resetDescriptor(w http.ResponseWriter, r *http.Request, st State) 
 	}{Key: ks.Match.Key, Applies: "rule"}
 	switch rule := ks.Match.Rule; {
 	case rule == nil:
-		out.Applies, out.NoLimit = "none", noRule
+		out.Applies, out.NoLimit = "none", noLimit(st.Service.Rules(), b)
 	case rule.Unlimited:
-		out.Applies, out.NoLimit = "none", "the rule is unlimited"
+		out.Applies, out.NoLimit = "none", unlimited
 	case rule.Policy == nil:
 		out.NoLimit = "the rule denies every request (zero requests per unit): it keeps no counter"
 	default:

@@ -170,11 +170,16 @@ func TestAdminAPIDescriptors(t *testing.T) {
 		t.Errorf("show after removal: applies %q, remaining %v; want rule, 2", applies, rem)
 	}
 
-	// No limit applies: an allow-list entry, an unlimited one.
+	// No limit applies: an allow-list entry, an unlimited rule, no rule.
+	// Reset says so too.
+	if code, m, _ := call(t, "POST", r.admin+"/admin/v1/descriptors/reset", `{"domain":"api","entries":[{"key":"health","value":"x"}]}`); code != 200 || m["reset"] != false || !strings.Contains(m["no_limit"].(string), "allow-list") {
+		t.Errorf("reset of an allow-listed descriptor: %d %v; want reset false, naming the allow-list", code, m)
+	}
 	for _, tc := range []struct{ body, want string }{
 		{`{"domain":"api","entries":[{"key":"health","value":"x"}]}`, "allow-list"},
 		{`{"domain":"api","entries":[{"key":"free","value":"x"}]}`, "unlimited"},
-		{`{"domain":"api","entries":[{"key":"nope","value":"x"}]}`, "no rule"},
+		{`{"domain":"api","entries":[{"key":"nope","value":"x"}]}`, "matches no rule"},
+		{`{"domain":"api","entries":[{"key":"client","value":"x"},{"key":"deeper","value":"y"}]}`, "matches no rule"},
 	} {
 		code, m, _ := call(t, "POST", r.admin+"/admin/v1/descriptors/show", tc.body)
 		if nl, _ := m["no_limit"].(string); code != 200 || m["applies"] != "none" || !strings.Contains(nl, tc.want) {
