@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -37,8 +39,24 @@ func FuzzAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	tree, err := descriptor.New(descriptor.Domain{Name: "api", Descriptors: []descriptor.Descriptor{
+		{Key: "client", RateLimit: &descriptor.RateLimit{RequestsPerUnit: 3, Unit: descriptor.Hour}},
+		{Key: "health"},
+	}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	dset, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	if err != nil {
+		f.Fatal(err)
+	}
+	svc, err := rls.New(rls.Options{Store: store, Rules: tree, Overrides: dset})
+	if err != nil {
+		f.Fatal(err)
+	}
 	const token = "fuzz-token-fuzz-token"
-	h := admin.Handler(admin.Options{State: func() admin.State { return admin.State{Limiter: lim, Token: []byte(token)} }, Overrides: set})
+	h := admin.Handler(admin.Options{State: func() admin.State { return admin.State{Limiter: lim, Service: svc, Token: []byte(token)} },
+		Overrides: set, Descriptors: dset})
 	for _, seed := range []struct{ method, path, body string }{
 		{"POST", "/admin/v1/keys/show", `{"rule":"login","key":["203.0.113.9"]}`},
 		{"POST", "/admin/v1/keys/show", `{"key":["k"],"client":"k"}`},
@@ -49,6 +67,13 @@ func FuzzAPI(f *testing.F) {
 		{"DELETE", "/admin/v1/clients/k", ``},
 		{"GET", "/admin/v1/clients", ``},
 		{"POST", "/admin/v1/keys/show", `{"request":{"path":"//../%zz","remote_addr":"x"}}`},
+		{"POST", "/admin/v1/descriptors/show", `{"domain":"api","entries":[{"key":"client","value":"a"}]}`},
+		{"POST", "/admin/v1/descriptors/reset", `{"domain":"api","entries":[{"key":"health","value":""}]}`},
+		{"PUT", "/admin/v1/descriptors/overrides/api%2Fclient=a", `{"limits":[{"limit":5,"period":"1h","burst":2}],"until":"2999-01-01T00:00:00Z"}`},
+		{"PUT", "/admin/v1/descriptors/overrides/api/client=%2F/x=", `{"limits":[{"algorithm":"gcra","limit":5,"period":"1s"}]}`},
+		{"GET", "/admin/v1/descriptors/overrides/api%2Fclient=a", ``},
+		{"DELETE", "/admin/v1/descriptors/overrides/api%2Fclient=a", ``},
+		{"GET", "/admin/v1/descriptors/overrides", ``},
 	} {
 		f.Add(seed.method, seed.path, seed.body)
 	}
