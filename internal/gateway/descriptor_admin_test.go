@@ -293,3 +293,25 @@ func scrape(t *testing.T, admin, name string) string {
 	}
 	return ""
 }
+
+// A descriptor override outlives a reload, which builds a new tree; its
+// counter carries on.
+func TestDescriptorOverrideSurvivesReload(t *testing.T) {
+	r, g := startGW(t, serviceOptions(t))
+	ask := rlsClient(t, g)
+	if code, m, _ := call(t, "PUT", r.admin+"/admin/v1/descriptors/overrides/api%2Fclient=a", `{"limits":[{"limit":5,"period":"1h"}]}`); code != 200 {
+		t.Fatalf("put: %d %v", code, m)
+	}
+	if got := ask("client", "a", 4); got != rlsOK {
+		t.Fatalf("4 hits under the override: %v, want OK", got)
+	}
+	if err := g.Reload(func() (gateway.Options, error) { return serviceOptions(t), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := ask("client", "a", 1); got != rlsOK {
+		t.Errorf("after the reload, the fifth hit: %v, want OK", got)
+	}
+	if got := ask("client", "a", 1); got != rlsOver {
+		t.Errorf("after the reload, the sixth hit: %v, want OVER_LIMIT", got)
+	}
+}
