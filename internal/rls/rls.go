@@ -10,7 +10,9 @@
 // when set, else the request's, else 1. A cost of 0 checks the descriptor's
 // limit without charging it (sluice.Store.Peek). A descriptor that carries a
 // limit of its own (descriptor.limit) is decided by that limit instead of
-// the configured one (Rules.Override).
+// the configured one (Rules.Override). A descriptor an operator gave
+// limits of its own (Options.Overrides: the admin API's descriptor
+// overrides) is decided by them, in place of both.
 //
 // Every descriptor of one request is decided as one batch with
 // sluice.TakeAll: either every limited descriptor is charged, or, if any is
