@@ -6,6 +6,11 @@
 // and envoyproxy/ratelimit with it, side by side; see BENCHMARKS.md.
 //
 //	rls -addr 127.0.0.1:8081 -c 64 -d 10s -domain bench -key client -values 1000
+//
+// With -serve ADDR it is instead the floor of the benchmark: a gRPC server
+// of the same service that answers OK to every call without deciding
+// anything, which no rate-limit service can outrun on the same machine
+// with the same load generator.
 package main
 
 import (
@@ -13,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -33,7 +39,17 @@ func main() {
 	domain := flag.String("domain", "bench", "the request's domain")
 	key := flag.String("key", "client", "the descriptor entry's key")
 	values := flag.Int("values", 1000, "distinct descriptor values, spread over the callers")
+	serve := flag.String("serve", "", "serve the no-op floor service on this address instead of calling one")
 	flag.Parse()
+	if *serve != "" {
+		ln, err := net.Listen("tcp", *serve)
+		if err != nil {
+			log.Fatalf("rls: %v", err)
+		}
+		g := grpc.NewServer()
+		rlsv3.RegisterRateLimitServiceServer(g, floor{})
+		log.Fatal(g.Serve(ln))
+	}
 	if *conc < 1 || *values < 1 || *dur <= 0 {
 		log.Fatal("rls: -c, -values and -d must be positive")
 	}
@@ -106,4 +122,17 @@ func main() {
 	if failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// floor answers OK to every descriptor, deciding nothing.
+type floor struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+}
+
+func (floor) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	st := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.GetDescriptors()))
+	for i := range st {
+		st[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+	}
+	return &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: st}, nil
 }

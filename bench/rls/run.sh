@@ -6,7 +6,9 @@
 # concurrent callers, interleaved over ROUNDS rounds; plus Sluice's service
 # on its in-memory store, which envoyproxy/ratelimit lacks. Reports
 # decisions per second, p50 and p99 latency, and the CPU of each service
-# process per decision.
+# process per decision. A no-op gRPC server of the same service (rlsload
+# -serve) is measured beside them: the floor that the machine and the load
+# generator leave any service.
 # Usage: bench/rls/run.sh [ROUNDS] [DURATION]   (from the repository root)
 set -eu
 # The peer, pinned: built with go install into a temporary directory, never
@@ -41,6 +43,7 @@ env RUNTIME_ROOT="$tmp/runtime" RUNTIME_SUBDIRECTORY=ratelimit RUNTIME_WATCH_ROO
   USE_STATSD=false REDIS_SOCKET_TYPE=tcp REDIS_URL=127.0.0.1:18479 LOG_LEVEL=error \
   HOST=127.0.0.1 PORT=18480 GRPC_HOST=127.0.0.1 GRPC_PORT=18481 DEBUG_HOST=127.0.0.1 DEBUG_PORT=18482 \
   "$tmp/bin/service_cmd" >/dev/null 2>&1 & pids="$pids $!"; pid_peer=$!
+"$tmp/bin/rlsload" -serve 127.0.0.1:18495 & pids="$pids $!"; pid_floor=$!
 for mode in redis memory; do
   grpc=18491; admin=18492; store='store: { backend: redis, redis: { url: "redis://127.0.0.1:18479/0" } }'
   if [ $mode = memory ]; then grpc=18493; admin=18494; store='store: { backend: memory }'; fi
@@ -59,10 +62,10 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //
 echo "command: bench/rls/run.sh $ROUNDS $DUR  (rlsload -c C -d $DUR -values 1000; peer $PEER)"
 # cpu PID: the process's CPU time so far, in clock ticks.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-for t in 18481 18491 18493; do "$tmp/bin/rlsload" -addr 127.0.0.1:$t -c 16 -d 2s >/dev/null; done # warm-up
+for t in 18481 18491 18493 18495; do "$tmp/bin/rlsload" -addr 127.0.0.1:$t -c 16 -d 2s >/dev/null; done # warm-up
 for r in $(seq "$ROUNDS"); do
   for c in 1 16 64; do
-    for t in envoy-ratelimit-redis:18481:$pid_peer sluice-redis:18491:$pid_sluice_redis sluice-memory:18493:$pid_sluice_memory; do
+    for t in envoy-ratelimit-redis:18481:$pid_peer sluice-redis:18491:$pid_sluice_redis sluice-memory:18493:$pid_sluice_memory floor-noop:18495:$pid_floor; do
       name=${t%%:*}; rest=${t#*:}; port=${rest%%:*}; pid=${rest#*:}
       c0=$(cpu "$pid")
       out=$("$tmp/bin/rlsload" -addr 127.0.0.1:$port -c $c -d "$DUR" -warmup 0)

@@ -14,11 +14,16 @@ import (
 	"strings"
 )
 
-const usage = `Sluice is a rate-limiting gateway for HTTP APIs.
+const usage = `Sluice is a rate limiter for APIs: a gateway in front of any HTTP API, a
+forward-auth endpoint for Caddy, nginx and Traefik, and a rate-limit service
+for Envoy, on one engine and one store.
 
 Usage:
-  sluice serve --config FILE     run the gateway described by FILE
+  sluice serve --config FILE     run whatever FILE enables: the gateway,
+                                 forward-auth, the rate-limit service, admin
   sluice check-config FILE       validate FILE; exit 1 with every problem found
+  sluice client ...              per-client overrides, through the admin API
+  sluice key ...                 look at or reset a key, through the admin API
   sluice version                 print the version (also: sluice --version)
   sluice help [COMMAND]          print this help, or COMMAND's
 
@@ -28,8 +33,11 @@ documented in docs/config.md; examples/quickstart.yaml is a complete example.
 
 const serveUsage = `Usage: sluice serve --config FILE [--log-format text|json] [--log-level LEVEL]
 
-Runs the gateway described by FILE until SIGTERM or Ctrl-C, then shuts down
-gracefully. A FILE with problems is refused with every problem listed.
+Runs everything FILE enables (the gateway when it names an upstream, the
+forward-auth endpoint, the rate-limit service, the admin listener) until
+SIGTERM or Ctrl-C, then shuts down gracefully. SIGHUP, or a change of FILE
+or of a file it names, reloads it and keeps every counter. A FILE with
+problems is refused with every problem listed.
 
 Flags:
 `

@@ -135,10 +135,10 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "check-config"}, "Usage: sluice check-config FILE"},
 		{[]string{"version", "-h"}, "Usage: sluice version"},
 		{[]string{"help", "version"}, "Usage: sluice version"},
-		{[]string{"help"}, "Sluice is a rate-limiting gateway"},
-		{[]string{"--help"}, "Sluice is a rate-limiting gateway"},
-		{[]string{"-h"}, "Sluice is a rate-limiting gateway"},
-		{[]string{"help", "help"}, "Sluice is a rate-limiting gateway"},
+		{[]string{"help"}, "Sluice is a rate limiter for APIs"},
+		{[]string{"--help"}, "Sluice is a rate limiter for APIs"},
+		{[]string{"-h"}, "Sluice is a rate limiter for APIs"},
+		{[]string{"help", "help"}, "Sluice is a rate limiter for APIs"},
 	} {
 		var out, errb bytes.Buffer
 		c := cli.Run(context.Background(), tc.args, &out, &errb)

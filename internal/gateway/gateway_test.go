@@ -378,7 +378,7 @@ func TestGatewayGracefulShutdown(t *testing.T) {
 func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 	srv := redistest.Start(t)
 	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 25, Period: time.Hour}},
 		}}}
 	}
@@ -442,7 +442,7 @@ func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 			{Name: "per-user", Key: []httplimit.KeyPart{httplimit.Header("X-User")}, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
 			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 30, Period: time.Hour}},
 		}}}
