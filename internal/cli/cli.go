@@ -24,6 +24,8 @@ Usage:
   sluice check-config FILE       validate FILE; exit 1 with every problem found
   sluice client ...              per-client overrides, through the admin API
   sluice key ...                 look at or reset a key, through the admin API
+  sluice descriptor ...          look at, reset or override a descriptor of the
+                                 rate-limit service, through the admin API
   sluice version                 print the version (also: sluice --version)
   sluice help [COMMAND]          print this help, or COMMAND's
 
