@@ -165,8 +165,9 @@ type descSnapshot struct {
 }
 
 type descItem struct {
-	d Descriptor
-	m descriptor.Match
+	d   Descriptor
+	m   descriptor.Match
+	raw []byte // as stored, so that a refresh reuses unchanged items
 }
 
 // NewDescriptorMemory returns a DescriptorSet kept in the process.
@@ -321,8 +322,16 @@ func (s *DescriptorSet) Refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	prev := make(map[string]*descItem, len(s.snap.Load().m))
+	for _, it := range s.snap.Load().m {
+		prev[it.d.ID] = it
+	}
 	m := make(map[string]*descItem, len(raw))
 	for id, data := range raw {
+		if it := prev[id]; it != nil && string(it.raw) == string(data) {
+			m[string(lookupKey(nil, it.d.Domain, it.d.Entries))] = it
+			continue
+		}
 		var d Descriptor
 		err := json.Unmarshal(data, &d)
 		var dm descriptor.Match
@@ -337,7 +346,7 @@ func (s *DescriptorSet) Refresh(ctx context.Context) error {
 			continue
 		}
 		d.ID = id
-		m[string(lookupKey(nil, d.Domain, d.Entries))] = &descItem{d: d, m: dm}
+		m[string(lookupKey(nil, d.Domain, d.Entries))] = &descItem{d: d, m: dm, raw: data}
 	}
 	s.snap.Store(&descSnapshot{version: v, m: m})
 	return nil

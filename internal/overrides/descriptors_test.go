@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -246,5 +251,64 @@ func TestRedisDescriptorSetsSeeEachOthersChanges(t *testing.T) {
 	within("the first set sees the removal", func() bool { _, ok := sets[0].Override("api", entries("client", "a b")); return !ok })
 	if _, ok := clients.Get("api/client=a"); !ok {
 		t.Error("the client override went with the descriptor's")
+	}
+}
+
+// BenchmarkServiceDecide measures the rate-limit service's decision with
+// descriptor overrides wired in: none at all, 1000 for other clients (the
+// decision's descriptors have none: one map lookup each), and every
+// client with one.
+func BenchmarkServiceDecide(b *testing.B) {
+	tree, err := descriptor.New(descriptor.Domain{Name: "bench", Descriptors: []descriptor.Descriptor{
+		{Key: "remote_address", RateLimit: &descriptor.RateLimit{RequestsPerUnit: 1e9, Unit: descriptor.Second}},
+		{Key: "path", Value: "/api", RateLimit: &descriptor.RateLimit{RequestsPerUnit: 1e9, Unit: descriptor.Second}},
+	}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reqs := make([]*rlsv3.RateLimitRequest, 1000)
+	for i := range reqs {
+		reqs[i] = &rlsv3.RateLimitRequest{Domain: "bench", Descriptors: []*ratelimitv3.RateLimitDescriptor{
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "remote_address", Value: "10.0.0." + strconv.Itoa(i)}}},
+			{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "path", Value: "/api"}}},
+		}}
+	}
+	for _, bc := range []struct {
+		name   string
+		prefix string // the clients given overrides; "" for none
+	}{{"none", ""}, {"others", "10.1.0."}, {"own", "10.0.0."}} {
+		b.Run(bc.name, func(b *testing.B) {
+			store := memstore.New(memstore.Options{})
+			defer store.Close()
+			set, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := range 1000 {
+				if bc.prefix == "" {
+					break
+				}
+				if _, err := set.Put(context.Background(), overrides.Descriptor{Domain: "bench", Entries: entries("remote_address", bc.prefix+strconv.Itoa(i)),
+					Limits: []overrides.Limit{{Algorithm: "fixed_window", Limit: 1e9, Period: "1s"}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			svc, err := rls.New(rls.Options{Store: store, Rules: tree, Overrides: set})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					resp, err := svc.Decide(context.Background(), reqs[i%len(reqs)])
+					if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+						b.Fatalf("%v %v", resp, err)
+					}
+					i++
+				}
+			})
+		})
 	}
 }
