@@ -109,6 +109,24 @@ func TestDescriptorSet(t *testing.T) {
 	if _, ok := s.Override("other", entries("client", "a")); ok {
 		t.Error("Override in another domain found one")
 	}
+	// Setting another keeps client a's as it was; changing a's rebuilds it.
+	if _, err := s.Put(ctx, overrides.Descriptor{Domain: "api", Entries: entries("client", "c"),
+		Limits: []overrides.Limit{{Algorithm: "gcra", Limit: 1, Period: "1m"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := s.Override("api", entries("client", "a")); again.Rule != m.Rule {
+		t.Error("setting another override rebuilt client a's")
+	}
+	if _, err := s.Put(ctx, overrides.Descriptor{Domain: "api", Entries: entries("client", "c"),
+		Limits: []overrides.Limit{{Algorithm: "gcra", Limit: 2, Period: "1m"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if mc, _ := s.Override("api", entries("client", "c")); mc.Rule == nil || mc.Rule.Policy.Limits()[0].Count != 2 {
+		t.Errorf("client c's changed override: %+v, want 2 a minute", mc.Rule)
+	}
+	if ok, err := s.Delete(ctx, "api/client=c"); !ok || err != nil {
+		t.Fatalf("Delete(client=c) = %v, %v", ok, err)
+	}
 	mb, ok := s.Override("api", entries("client", "b", "path", "/x"))
 	if !ok || mb.Rule.Policy.Len() != 2 || mb.Key == m.Key {
 		t.Errorf("Override(client=b, path=/x) = %+v, %v; want two limits on a counter of its own", mb, ok)
