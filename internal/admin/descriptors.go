@@ -41,9 +41,11 @@ type descriptorState struct {
 	Entries []descriptor.Entry `json:"entries"`
 	// Applies is "rule" (the tree's), "override" (an operator's) or
 	// "none"; NoLimit says why none applies.
-	Applies  string                `json:"applies"`
-	NoLimit  string                `json:"no_limit,omitempty"`
+	Applies string `json:"applies"`
+	// Rule is the tree's rule: the one that applies, or the one an
+	// override replaces.
 	Rule     *descriptorRule       `json:"rule,omitempty"`
+	NoLimit  string                `json:"no_limit,omitempty"`
 	Override *overrides.Descriptor `json:"override,omitempty"`
 	Key      string                `json:"key"`
 	Limits   []limitJSON           `json:"limits,omitempty"`
@@ -103,6 +105,14 @@ func (a *api) parseDescriptor(w http.ResponseWriter, r *http.Request) (*descript
 	return &b, true
 }
 
+func ruleOf(r *descriptor.Rule) *descriptorRule {
+	out := &descriptorRule{Name: r.Name, Path: r.MetricKey, ShadowMode: r.ShadowMode, DenyAll: r.DenyAll}
+	if r.Policy != nil {
+		out.Policy = r.Policy.Name()
+	}
+	return out
+}
+
 func stateOf(rules rls.Rules, b *descriptorBody, ks rls.KeyState, ov *overrides.Descriptor) descriptorState {
 	out := descriptorState{Domain: b.Domain, Entries: b.Entries, Applies: "none"}
 	r := ks.Match.Rule
@@ -112,12 +122,12 @@ func stateOf(rules rls.Rules, b *descriptorBody, ks rls.KeyState, ov *overrides.
 		return out
 	case ks.Override:
 		out.Applies, out.Override = "override", ov
-	default:
-		out.Applies = "rule"
-		out.Rule = &descriptorRule{Name: r.Name, Path: r.MetricKey, ShadowMode: r.ShadowMode, DenyAll: r.DenyAll}
-		if r.Policy != nil {
-			out.Rule.Policy = r.Policy.Name()
+		// The rule it overrides, if any, for reference.
+		if tr := rules.Match(b.Domain, b.Entries).Rule; tr != nil {
+			out.Rule = ruleOf(tr)
 		}
+	default:
+		out.Applies, out.Rule = "rule", ruleOf(r)
 	}
 	out.Key = ks.Match.Key
 	if r.Unlimited {

@@ -521,7 +521,7 @@ func printDescriptorState(w io.Writer, b []byte) {
 	if v.Override != nil {
 		name = "override " + v.Override.ID
 	}
-	if v.Rule != nil {
+	if v.Rule != nil && v.Applies == "rule" {
 		name = v.Rule.Path
 		if v.Rule.ShadowMode {
 			name += " (shadow mode)"

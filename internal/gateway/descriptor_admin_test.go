@@ -149,6 +149,9 @@ func TestAdminAPIDescriptors(t *testing.T) {
 	if applies, rem, _ := descState(t, m); applies != "override" || rem != 0 || m["override"] == nil {
 		t.Errorf("show under the override: applies %q, remaining %v, override %v; want override, 0", applies, rem, m["override"])
 	}
+	if rule, _ := m["rule"].(map[string]any); rule["path"] != "api.client" {
+		t.Errorf("show under the override: rule %v, want the one it overrides, api.client", m["rule"])
+	}
 	if code, m, _ := call(t, "GET", r.admin+"/admin/v1/descriptors/overrides", ""); code != 200 || len(m["overrides"].([]any)) != 1 {
 		t.Errorf("list: %d %v, want one override", code, m)
 	}
