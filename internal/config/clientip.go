@@ -1,8 +1,6 @@
 package config
 
 import (
-	"fmt"
-
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/clientip"
@@ -16,18 +14,8 @@ func (d *decoder) clientIP(n *yaml.Node, o *clientip.Options) {
 		p := "client_ip." + key
 		switch key {
 		case "trusted_proxies":
-			ss, ok := d.strings(v, p, false)
-			if !ok {
-				return
-			}
-			for i, s := range ss {
-				pp, err := clientip.ParsePrefixes([]string{s})
-				if err != nil {
-					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want a CIDR such as 10.0.0.0/8 or an IP address, got %q", s)
-					continue
-				}
-				o.TrustedProxies = append(o.TrustedProxies, pp...)
-			}
+			pp, _ := d.prefixes(v, p)
+			o.TrustedProxies = append(o.TrustedProxies, pp...)
 		case "header":
 			if h, ok := d.str(v, p); ok {
 				if _, err := clientip.New(clientip.Options{Header: h}); err != nil {

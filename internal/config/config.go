@@ -101,20 +101,11 @@ func ParseFile(data []byte, path string) (*Config, error) {
 // other file: see ParseFile.
 func Parse(data []byte, name string) (*Config, error) {
 	d := &decoder{err: &Error{File: name}}
-	if len(data) > MaxSize {
-		d.add(nil, "", "the file is larger than %d bytes", MaxSize)
+	root, ok := d.document(data, "", "the file is empty; see examples/quickstart.yaml")
+	if !ok {
 		return nil, d.err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(data, err)
-		return nil, d.err
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		d.add(nil, "", "the file is empty; see examples/quickstart.yaml")
-		return nil, d.err
-	}
-	c := d.config(doc.Content[0])
+	c := d.config(root)
 	if len(d.err.Problems) > 0 {
 		return nil, d.err
 	}

@@ -239,20 +239,11 @@ func composite(d descriptor.Descriptor) string {
 func parseDescriptorFile(data []byte, name string, check func(sluice.Limit) error) (*descriptorFile, error) {
 	d := &decoder{err: &Error{File: name}, storeCheck: check}
 	f := &descriptorFile{name: name, d: d}
-	if len(data) > MaxSize {
-		d.add(nil, "", "the file is larger than %d bytes", MaxSize)
+	top, ok := d.document(data, "domain", "missing: the file is empty, and a file needs a domain")
+	if !ok {
 		return nil, d.err
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		d.yamlError(data, err)
-		return nil, d.err
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
-		d.add(nil, "domain", "missing: the file is empty, and a file needs a domain")
-		return nil, d.err
-	}
-	root := resolve(doc.Content[0])
+	root := resolve(top)
 	if root.Kind != yaml.MappingNode {
 		d.add(root, "", "want a mapping with domain and descriptors")
 		return nil, d.err

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -9,7 +8,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -116,29 +114,13 @@ func (d *decoder) forwardAuth(n *yaml.Node, path string) *ForwardAuth {
 		p := path + "." + key
 		switch key {
 		case "listen":
-			a, ok := d.str(v, p)
-			if !ok {
-				return
+			if a, ok := d.hostPort(v, p, "127.0.0.1:8083"); ok {
+				fa.Listen = a
 			}
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				d.add(v, p, "want host:port, such as 127.0.0.1:8083, got %q", a)
-				return
-			}
-			fa.Listen = a
 		case "trusted_proxies":
-			ss, ok := d.strings(v, p, false)
-			if !ok {
-				return
-			}
-			for i, s := range ss {
-				pp, err := clientip.ParsePrefixes([]string{s})
-				if err != nil {
-					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want a CIDR such as 10.0.0.0/8 or an IP address, got %q", s)
-					continue
-				}
-				fa.TrustedProxies = append(fa.TrustedProxies, pp...)
-			}
-			if len(ss) == 0 {
+			pp, ok := d.prefixes(v, p)
+			fa.TrustedProxies = append(fa.TrustedProxies, pp...)
+			if ok && len(pp) == 0 {
 				d.add(v, p, "empty: list the addresses of the proxies that call the endpoint")
 			}
 		}

@@ -6,7 +6,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,12 +56,8 @@ func (d *decoder) service(n *yaml.Node, s *Service) {
 		p := "service." + key
 		switch key {
 		case "grpc", "http":
-			a, ok := d.str(v, p)
+			a, ok := d.hostPort(v, p, "127.0.0.1:8081")
 			if !ok {
-				return
-			}
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				d.add(v, p, "want host:port, such as 127.0.0.1:8081, got %q", a)
 				return
 			}
 			if key == "grpc" {

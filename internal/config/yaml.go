@@ -3,6 +3,8 @@ package config
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clientip"
 )
 
 // The YAML walker every section decodes with: it reports each problem with
@@ -333,4 +336,57 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+// document parses data, a whole file, and returns its top-level node, or
+// reports why it has none: too large, a syntax error, or empty (with
+// empty as the message).
+func (d *decoder) document(data []byte, emptyPath, empty string) (*yaml.Node, bool) {
+	if len(data) > MaxSize {
+		d.add(nil, "", "the file is larger than %d bytes", MaxSize)
+		return nil, false
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		d.yamlError(data, err)
+		return nil, false
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
+		d.add(nil, emptyPath, "%s", empty)
+		return nil, false
+	}
+	return doc.Content[0], true
+}
+
+// hostPort decodes a listener's address, host:port with a port.
+func (d *decoder) hostPort(n *yaml.Node, path, example string) (string, bool) {
+	a, ok := d.str(n, path)
+	if !ok {
+		return "", false
+	}
+	if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+		d.add(n, path, "want host:port, such as %s, got %q", example, a)
+		return "", false
+	}
+	return a, true
+}
+
+// prefixes decodes a list of CIDRs or IP addresses (an address is its own
+// /32 or /128), reporting each bad one at its line.
+func (d *decoder) prefixes(n *yaml.Node, path string) ([]netip.Prefix, bool) {
+	ss, ok := d.strings(n, path, false)
+	if !ok {
+		return nil, false
+	}
+	var out []netip.Prefix
+	for i, s := range ss {
+		pp, err := clientip.ParsePrefixes([]string{s})
+		if err != nil {
+			d.add(resolve(n).Content[i], fmt.Sprintf("%s[%d]", path, i), "want a CIDR such as 10.0.0.0/8 or an IP address, got %q", s)
+			ok = false
+			continue
+		}
+		out = append(out, pp...)
+	}
+	return out, ok
 }
