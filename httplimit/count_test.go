@@ -271,4 +271,3 @@ func TestCountValidation(t *testing.T) {
 		t.Fatalf("ParseCountMode(later): got %v, want ErrInvalidRule", err)
 	}
 }
-
