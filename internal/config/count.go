@@ -87,3 +87,17 @@ func parseStatus(s string) (code, class int, err error) {
 	}
 	return n, 0, nil
 }
+
+// checkCountForwardAuth reports the rules, all valid, that count by outcome
+// in a file that enables forward-auth: the proxy in front asks Sluice
+// before it forwards a request and never shows it the response, so such a
+// rule would never count anything there.
+func (d *decoder) checkCountForwardAuth(rulesNode *yaml.Node, rules []httplimit.Rule) {
+	nodes := resolve(rulesNode).Content
+	for i, r := range rules {
+		if r.Count == nil || i >= len(nodes) {
+			continue
+		}
+		d.add(lookup(nodes[i], "count"), fmt.Sprintf("rules[%d].count", i), "counting by outcome needs the gateway to see the response; forward-auth (server.forward_auth) never does, so this rule would never count")
+	}
+}

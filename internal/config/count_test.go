@@ -58,7 +58,11 @@ func TestCountProblems(t *testing.T) {
 			t.Errorf("%s: got %v, want a problem containing %q", tc.name, err, tc.want)
 		}
 	}
-	_, err := config.Parse([]byte("upstream: builtin:echo\nrules: [{name: a, action: exempt, count: {status: 401}}]\n"), "count.yaml")
+	_, err := config.Parse([]byte("server:\n  forward_auth: { listen: 127.0.0.1:8083, trusted_proxies: [127.0.0.1] }\nrules:\n  - {name: a, algorithm: gcra, limit: 5, period: 1m}\n  - {name: b, algorithm: gcra, limit: 5, period: 1m, count: {status: 401}}\n"), "count.yaml")
+	if err == nil || !strings.Contains(err.Error(), "count.yaml:5:") || !strings.Contains(err.Error(), "rules[1].count: counting by outcome needs the gateway") {
+		t.Errorf("count with forward-auth: got %v", err)
+	}
+	_, err = config.Parse([]byte("upstream: builtin:echo\nrules: [{name: a, action: exempt, count: {status: 401}}]\n"), "count.yaml")
 	if err == nil || !strings.Contains(err.Error(), "an exempt rule takes no count") {
 		t.Errorf("exempt with count: got %v", err)
 	}
