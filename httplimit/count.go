@@ -200,6 +200,23 @@ func skipOthers(c *call, i int) {
 	}
 }
 
+// refundCounted gives back the units that Count rules in reserve mode took
+// for a request that will not be served after all (its client left while a
+// Delay rule held it); such rules end OutcomeCanceled.
+func (l *Limiter) refundCounted(ctx context.Context, c *call) {
+	for i := range c.events {
+		e := &c.events[i]
+		if c.policies[i] == nil || e.Outcome != OutcomeAllowed || !c.reserves(i) {
+			continue
+		}
+		if err := c.policies[i].lim.Refund(ctx, e.Key, 1); err != nil {
+			e.Outcome, e.Err = OutcomeError, err
+			continue
+		}
+		e.Outcome = OutcomeCanceled
+	}
+}
+
 // counting reports whether an admitted request has a Count rule to settle
 // once its response is known.
 func (c *call) counting() bool {

@@ -1,6 +1,7 @@
 package httplimit_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -270,4 +272,43 @@ func TestCountValidation(t *testing.T) {
 	if _, err := httplimit.ParseCountMode("later"); !errors.Is(err, httplimit.ErrInvalidRule) {
 		t.Fatalf("ParseCountMode(later): got %v, want ErrInvalidRule", err)
 	}
+}
+
+// TestCountReserveGivenBackWhenClientGoes checks that a request whose
+// client leaves while a Delay rule holds it gives back the unit a reserve
+// mode Count rule took for it: it was never served.
+func TestCountReserveGivenBackWhenClientGoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := memstore.New(memstore.Options{Clock: wallClock{}, SweepInterval: -1})
+		defer store.Close()
+		obs := &recorder{}
+		lim, err := httplimit.New(httplimit.Options{Store: store, Observer: obs, Rules: []httplimit.Rule{
+			{Name: "slow", Action: httplimit.Delay, MaxDelay: 5 * time.Second, Limit: limit(sluice.GCRA, 1, 2*time.Second)},
+			{Name: "failures", Limit: limit(sluice.GCRA, 2, time.Hour), Count: &httplimit.CountOn{Statuses: []int{401}, Mode: httplimit.CountReserve}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusUnauthorized) }))
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil)) // a failure, counted; takes the slow slot
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, "GET", "/", nil)) // waits for the slot at 2 s
+			close(done)
+		}()
+		time.Sleep(time.Second)
+		cancel()
+		<-done
+		eq(t, "the canceled request's count rule", obs.last(t).Rules[1].Outcome, httplimit.OutcomeCanceled)
+		time.Sleep(2 * time.Second)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		eq(t, "the second failure's status", w.Code, http.StatusUnauthorized)
+		eq(t, "its count rule", obs.last(t).Rules[1].Outcome, httplimit.OutcomeAllowed)
+		time.Sleep(2 * time.Second)
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		eq(t, "a third failure's status", w.Code, http.StatusTooManyRequests)
+	})
 }

@@ -446,6 +446,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			// served. Its reservations are given back.
 			t.Stop()
 			l.cancel(ctx, c)
+			l.refundCounted(ctx, c)
 			for i := range c.events {
 				if e := &c.events[i]; e.Action == Delay && (e.Outcome == OutcomeAllowed || e.Outcome == OutcomeDelayed) {
 					e.Outcome = OutcomeCanceled
