@@ -54,8 +54,8 @@ func ParseCountMode(s string) (CountMode, error) {
 // status in Statuses, a status in one of Classes, or the response header
 // Header set to a value other than "0" (by the application, which knows
 // what a failed login is). At least one condition is required; any one
-// matching counts the request. The header is always removed from the
-// response the client receives.
+// matching counts the request. The header is removed from the response to
+// every request the rule matches, whether or not it was counted.
 //
 // A response matches or not when its status and headers are known: when
 // the handler calls WriteHeader (any status from 200 on, or 101), or writes
@@ -217,11 +217,12 @@ func (l *Limiter) refundCounted(ctx context.Context, c *call) {
 	}
 }
 
-// counting reports whether an admitted request has a Count rule to settle
-// once its response is known.
+// counting reports whether an admitted request matched a Count rule: one
+// to settle once its response is known, or (when the rule was skipped or
+// its store failed) whose header is still to be removed from the response.
 func (c *call) counting() bool {
 	for i := range c.events {
-		if c.rules[i].Count != nil && c.policies[i] != nil && c.events[i].Outcome == OutcomeAllowed {
+		if c.rules[i].Count != nil {
 			return true
 		}
 	}

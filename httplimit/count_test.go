@@ -312,3 +312,24 @@ func TestCountReserveGivenBackWhenClientGoes(t *testing.T) {
 		eq(t, "a third failure's status", w.Code, http.StatusTooManyRequests)
 	})
 }
+
+// TestCountHeaderRemovedWhenRuleSkipped checks that the count header never
+// reaches a client whose request matched a Count rule that did not apply
+// (a key part was missing, with missing: skip).
+func TestCountHeaderRemovedWhenRuleSkipped(t *testing.T) {
+	obs := &recorder{}
+	lim, err := httplimit.New(httplimit.Options{Store: countStores["memstore"](t), Observer: obs, Rules: []httplimit.Rule{{
+		Name: "failures", Key: []httplimit.KeyPart{httplimit.Header("X-Account")}, Missing: httplimit.MissingSkip,
+		Limit: limit(sluice.GCRA, 2, time.Hour), Count: &httplimit.CountOn{Header: "Sluice-Count"},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Header().Set("Sluice-Count", "1") }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if v, ok := w.Result().Header["Sluice-Count"]; ok {
+		t.Fatalf("the client received Sluice-Count: %q", v)
+	}
+	eq(t, "the rule's outcome", obs.last(t).Rules[0].Outcome, httplimit.OutcomeSkipped)
+}
