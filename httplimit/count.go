@@ -233,7 +233,8 @@ func (c *call) counting() bool {
 // a ResponseWriter that settles the rules when the response's status is
 // known, and then tells the Observer.
 func (l *Limiter) serveCounted(ctx context.Context, w http.ResponseWriter, r *http.Request, next http.Handler, c *call) {
-	cw := &countWriter{ResponseWriter: w, l: l, ctx: ctx, c: c}
+	cw := &c.cw // pooled with c: the handler must not keep it past returning, as net/http requires of any ResponseWriter
+	*cw = countWriter{ResponseWriter: w, l: l, ctx: ctx, c: c}
 	next.ServeHTTP(cw, r)
 	if !cw.settled {
 		cw.settle(http.StatusOK)
@@ -288,7 +289,10 @@ func (l *Limiter) settle(ctx context.Context, c *call, code int, h http.Header) 
 // is known, before any of the body is written.
 type countWriter struct {
 	http.ResponseWriter
-	l       *Limiter
+	l *Limiter
+	// ctx is the request's, without its cancellation (see Handler): kept
+	// because WriteHeader, where the settlement happens, takes none. It
+	// lives no longer than the request.
 	ctx     context.Context
 	c       *call
 	settled bool

@@ -365,6 +365,7 @@ type call struct {
 	idx      []int // events index of each request in reqs
 	resv     []sluice.Reservation
 	soft     []byte
+	cw       countWriter // see serveCounted
 }
 
 func (c *call) reset() {
@@ -383,6 +384,7 @@ func (c *call) reset() {
 	c.resv = c.resv[:0]
 	c.keyBuf = c.keyBuf[:0]
 	c.soft = c.soft[:0]
+	c.cw = countWriter{}
 }
 
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
