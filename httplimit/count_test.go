@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -77,6 +78,8 @@ func post(t *testing.T, srv *httptest.Server, account, query string) *http.Respo
 	if err != nil {
 		t.Fatalf("POST /login: %v", err)
 	}
+	// The whole body, so that the request has been observed.
+	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	return resp
 }
@@ -364,6 +367,61 @@ func BenchmarkCount(b *testing.B) {
 				clear(w.h)
 				h.ServeHTTP(w, reqs[i%accounts])
 			}
+		})
+	}
+}
+
+// TestCountSettlesOnTheFinalStatus checks when a response's status is taken
+// as known: not at an informational status (103 Early Hints), but at the
+// final one; at a flush or a write before any status (200); and at the
+// handler's return when it wrote nothing (200).
+func TestCountSettlesOnTheFinalStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+		counted bool
+	}{
+		{"early hints then 401", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(http.StatusUnauthorized)
+		}, true},
+		{"flush then 401", func(w http.ResponseWriter, _ *http.Request) {
+			http.NewResponseController(w).Flush()
+			w.WriteHeader(http.StatusUnauthorized)
+		}, false},
+		{"write then 401", func(w http.ResponseWriter, _ *http.Request) {
+			w.Write([]byte("x"))
+			w.WriteHeader(http.StatusUnauthorized)
+		}, false},
+		{"nothing written", func(http.ResponseWriter, *http.Request) {}, false},
+		{"header set after the status", func(w http.ResponseWriter, _ *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.Header().Set("Sluice-Count", "1") // too late: the status and headers are gone
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &recorder{}
+			lim, err := httplimit.New(httplimit.Options{Store: countStores["memstore"](t), Observer: obs, Rules: []httplimit.Rule{{
+				Name: "failures", Limit: limit(sluice.GCRA, 2, time.Hour),
+				Count: &httplimit.CountOn{Statuses: []int{401}, Header: "Sluice-Count"},
+			}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(lim.Handler(tc.handler))
+			defer srv.Close()
+			resp, err := srv.Client().Get(srv.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The whole body: it ends only after the request is observed.
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			want := httplimit.OutcomeNotCounted
+			if tc.counted {
+				want = httplimit.OutcomeAllowed
+			}
+			eq(t, "the rule's outcome", obs.last(t).Rules[0].Outcome, want)
 		})
 	}
 }
