@@ -26,7 +26,8 @@ const (
 	// their units are taken, so a client at the limit with requests in
 	// flight may be refused a request that, once those are answered, would
 	// have passed. Needs token_bucket or gcra (a window's count cannot be
-	// given back exactly).
+	// given back exactly); a client whose override (Options.Overrides)
+	// gives it a window algorithm is counted as CountAfter instead.
 	CountReserve
 )
 
