@@ -425,3 +425,45 @@ func TestCountSettlesOnTheFinalStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestCountReserveWithWindowOverride checks that a client whose override
+// gives a reserve-mode count rule a window algorithm, which cannot be
+// refunded, is counted after the response instead: successes stay free.
+func TestCountReserveWithWindowOverride(t *testing.T) {
+	store := countStores["memstore"](t)
+	ov := &overrideMap{m: map[string]*httplimit.ClientOverride{}}
+	co, err := httplimit.NewClientOverride(store, "k1", httplimit.Override{Limits: map[string]sluice.Limit{"failures": limit(sluice.FixedWindow, 2, time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ov.m["k1"] = co
+	obs := &recorder{}
+	lim, err := httplimit.New(httplimit.Options{Store: store, Observer: obs, Overrides: ov,
+		Tiers: httplimit.Tiers{From: httplimit.Header("X-API-Key")},
+		Rules: []httplimit.Rule{{
+			Name: "failures", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: limit(sluice.GCRA, 5, time.Hour),
+			Count: &httplimit.CountOn{Statuses: []int{401}, Mode: httplimit.CountReserve},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lim.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("fail") {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	do := func(target string) int {
+		r := httptest.NewRequest("GET", target, nil)
+		r.Header.Set("X-API-Key", "k1")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for i := range 10 {
+		eq(t, "success "+strconv.Itoa(i), do("/"), http.StatusOK)
+	}
+	eq(t, "a success's outcome", obs.last(t).Rules[0].Outcome, httplimit.OutcomeNotCounted)
+	eq(t, "first failure", do("/?fail"), http.StatusUnauthorized)
+	eq(t, "second failure", do("/?fail"), http.StatusUnauthorized)
+	eq(t, "after the override's two failures", do("/"), http.StatusTooManyRequests)
+}
