@@ -154,7 +154,7 @@ func (c *call) reserves(i int) bool {
 func (l *Limiter) peekCounted(ctx context.Context, c *call) (denied, closed, failed bool) {
 	for i := range c.events {
 		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || e.Action != Reject || c.rules[i].Count == nil || c.reserves(i) {
+		if tp == nil || e.Action != Reject || e.Outcome != OutcomeAllowed || c.rules[i].Count == nil || c.reserves(i) {
 			continue
 		}
 		d, err := tp.lim.Peek(ctx, e.Key)
