@@ -222,6 +222,9 @@ func New(opts Options) (*Limiter, error) {
 		}
 		c.Match.Methods = append([]string(nil), r.Match.Methods...)
 		c.Match.Hosts = append([]string(nil), r.Match.Hosts...)
+		if r.Count != nil {
+			c.Count = r.Count.clone()
+		}
 		if r.Action != Exempt {
 			var err error
 			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit); err != nil {
@@ -295,9 +298,10 @@ const (
 	OutcomeError                        // "error": the store failed; let through, or 503 if FailClosed
 	OutcomeSkipped                      // "skipped": the rule did not apply (a key part was missing, or the request was rejected first)
 	OutcomeCanceled                     // "canceled": the client went away while the request waited out a Delay rule's delay; not served, its turn given back
+	OutcomeNotCounted                   // "not_counted": a rule with Count admitted the request, whose response did not match: not charged, or its unit given back
 )
 
-var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled"}
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled", "not_counted"}
 
 // String returns the outcome's metric label, such as "shadow_limited".
 func (o Outcome) String() string {
@@ -310,7 +314,9 @@ func (o Outcome) String() string {
 // Observer is told about every decision. Observe is called once per request
 // that matched at least one rule, before the request is passed on or
 // rejected (after any delay), from the request's goroutine; it must not
-// keep e or anything in it after returning.
+// keep e or anything in it after returning. For an admitted request that a
+// rule with Count applies to, Observe is called instead once the response's
+// status is known and the rule settled (charged, or OutcomeNotCounted).
 type Observer interface {
 	Observe(r *http.Request, e *Event)
 }
@@ -359,6 +365,7 @@ type call struct {
 	idx      []int // events index of each request in reqs
 	resv     []sluice.Reservation
 	soft     []byte
+	cw       countWriter // see serveCounted
 }
 
 func (c *call) reset() {
@@ -377,6 +384,7 @@ func (c *call) reset() {
 	c.resv = c.resv[:0]
 	c.keyBuf = c.keyBuf[:0]
 	c.soft = c.soft[:0]
+	c.cw = countWriter{}
 }
 
 func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handler) {
@@ -405,7 +413,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // see Handler
-	denied, closed, failed := l.decide(ctx, c)
+	denied, closed, failed := l.decideAll(ctx, c)
 	switch {
 	case (failed && l.failClosed) || (closed && !denied):
 		ev.Outcome = OutcomeError
@@ -440,6 +448,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			// served. Its reservations are given back.
 			t.Stop()
 			l.cancel(ctx, c)
+			l.refundCounted(ctx, c)
 			for i := range c.events {
 				if e := &c.events[i]; e.Action == Delay && (e.Outcome == OutcomeAllowed || e.Outcome == OutcomeDelayed) {
 					e.Outcome = OutcomeCanceled
@@ -455,6 +464,10 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			ev.Outcome = OutcomeDelayed
 		}
 		ev.Delay = delay
+	}
+	if c.counting() {
+		l.serveCounted(ctx, w, r, next, c)
+		return
 	}
 	if l.obs != nil {
 		l.obs.Observe(r, ev)
@@ -596,7 +609,7 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed b
 		}
 	}
 	for i := range c.events {
-		if c.policies[i] != nil && c.events[i].Action == Reject {
+		if c.policies[i] != nil && c.events[i].Action == Reject && (c.rules[i].Count == nil || c.reserves(i)) {
 			c.reqs = append(c.reqs, sluice.Request{Policy: c.policies[i].policy, Key: c.events[i].Key, N: 1})
 			c.idx = append(c.idx, i)
 		}

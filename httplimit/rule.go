@@ -128,6 +128,11 @@ type Rule struct {
 	// MaxDelay is, for Delay, the longest a request waits for its turn.
 	// Required for Delay, at most sluice.MaxWait; must be zero otherwise.
 	MaxDelay time.Duration
+	// Count, if set, makes a Reject rule count only the requests whose
+	// response matches it (failed logins, say); nil counts every request.
+	// In the default mode, concurrent requests of one key in flight at
+	// once can exceed the limit by at most their number; see CountMode.
+	Count *CountOn
 }
 
 // Validate checks everything about the rule that does not depend on other
@@ -159,8 +164,8 @@ func (r *Rule) Validate() error {
 		}
 	}
 	if r.Action == Exempt {
-		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 {
-			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers or max delay", ErrInvalidRule, r.Name)
+		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 || r.Count != nil {
+			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers, max delay or count", ErrInvalidRule, r.Name)
 		}
 		return nil
 	}
@@ -199,7 +204,7 @@ func (r *Rule) Validate() error {
 	case r.Action != Delay && r.MaxDelay != 0:
 		return fmt.Errorf("%w: rule %q: max delay is only for action delay", ErrInvalidRule, r.Name)
 	}
-	return nil
+	return r.validateCount()
 }
 
 func validName(s string) bool {

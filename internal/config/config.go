@@ -201,6 +201,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		if c.Store.Backend == "redis" && len(d.err.Problems) == before {
 			d.checkRedisRules(rulesNode, c.Limiter.Rules)
 		}
+		if c.Server.ForwardAuth != nil && len(d.err.Problems) == before {
+			d.checkCountForwardAuth(rulesNode, c.Limiter.Rules)
+		}
 	}
 	_ = tiersNode
 	return c

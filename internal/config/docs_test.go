@@ -30,6 +30,7 @@ var docSections = []docSection{
 	{"logFields", "log.", logFields},
 	{"ruleFields", "rules[].", ruleFields},
 	{"matchFields", "rules[].match.", matchFields},
+	{"countFields", "rules[].count.", countFields},
 	{"tierLimitFields", "rules[].tiers.NAME.", tierLimitFields},
 	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
 	{"upstreamFields", "upstream.", upstreamFields},

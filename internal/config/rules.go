@@ -14,7 +14,7 @@ import (
 )
 
 // ruleFields are the fields of a rule (rules[]).
-var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay"}
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count"}
 
 // tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
 var tierLimitFields = []string{"algorithm", "limit", "period", "burst"}
@@ -130,7 +130,7 @@ func (d *decoder) check(l sluice.Limit, spec *limitSpec, node *yaml.Node, path s
 func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	var r httplimit.Rule
 	var spec limitSpec
-	var keyNode, actionNode, maxDelayNode *yaml.Node
+	var keyNode, actionNode, maxDelayNode, countNode *yaml.Node
 	tierSpecs := map[string]*limitSpec{}
 	tierNodes := map[string]*yaml.Node{}
 	var tierOrder []string
@@ -189,6 +189,9 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 			if t, ok := d.duration(v, p, time.Millisecond, sluice.MaxWait); ok {
 				r.MaxDelay = t
 			}
+		case "count":
+			countNode = v
+			r.Count = d.count(v, p)
 		case "tiers":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
@@ -228,7 +231,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}} {
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}} {
 			if f.set {
 				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
 			}
@@ -286,6 +289,8 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		msg = strings.TrimPrefix(msg, httplimit.ErrInvalidRule.Error()+": ")
 		at, field := n, ""
 		switch {
+		case strings.Contains(msg, "count") && countNode != nil:
+			at, field = countNode, ".count"
 		case strings.Contains(msg, "max delay") && maxDelayNode != nil:
 			at, field = maxDelayNode, ".max_delay"
 		case strings.Contains(msg, "max delay"):
