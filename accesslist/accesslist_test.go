@@ -231,3 +231,35 @@ func FuzzParseKeys(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkContains looks up addresses and keys, half of them listed, in
+// sets of 100,000 entries.
+func BenchmarkContains(b *testing.B) {
+	var ps []netip.Prefix
+	var ks []string
+	for i := range 100_000 {
+		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32))
+		ks = append(ks, fmt.Sprintf("key-%06d", i))
+	}
+	s, _ := NewIPSet(ps)
+	k := NewKeySet(ks)
+	addrs := make([]netip.Addr, 4096)
+	keys := make([]string, 4096)
+	for i := range addrs {
+		n := i * 48 // half below 100,000, half above
+		addrs[i] = netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
+		keys[i] = fmt.Sprintf("key-%06d", n)
+	}
+	b.Run("ip", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			s.Contains(addrs[i&4095])
+		}
+	})
+	b.Run("key", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			k.Contains(keys[i&4095])
+		}
+	})
+}

@@ -109,6 +109,11 @@ type Options struct {
 	// Overrides, if set, gives clients (values of Tiers.From) a tier or
 	// limits of their own, ahead of Tiers.Keys. Needs Tiers.From.
 	Overrides Overrides
+	// Deny lists the clients refused outright: a request from a client on
+	// one of these lists is answered 403 Forbidden before any rule is
+	// matched or counted (Event.Outcome OutcomeDenied, Event.List the
+	// first list it is on).
+	Deny []*List
 }
 
 // ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
@@ -136,6 +141,7 @@ type Limiter struct {
 	storeFailsClosed bool
 	obs              Observer
 	overrides        Overrides
+	deny             []*List
 	pool             sync.Pool
 }
 
@@ -169,6 +175,12 @@ func New(opts Options) (*Limiter, error) {
 		caseSensitive: opts.CaseSensitivePaths,
 		obs:           opts.Observer,
 		overrides:     opts.Overrides,
+		deny:          append([]*List(nil), opts.Deny...),
+	}
+	for _, li := range l.deny {
+		if err := li.validate(); err != nil {
+			return nil, fmt.Errorf("deny: %w", err)
+		}
 	}
 	if fc, ok := opts.Store.(closedFailer); ok {
 		l.storeFailsClosed = fc.FailsClosed()
@@ -222,6 +234,7 @@ func New(opts Options) (*Limiter, error) {
 		}
 		c.Match.Methods = append([]string(nil), r.Match.Methods...)
 		c.Match.Hosts = append([]string(nil), r.Match.Hosts...)
+		c.Allow = append([]*List(nil), r.Allow...)
 		if r.Action != Exempt {
 			var err error
 			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit); err != nil {
@@ -295,9 +308,11 @@ const (
 	OutcomeError                        // "error": the store failed; let through, or 503 if FailClosed
 	OutcomeSkipped                      // "skipped": the rule did not apply (a key part was missing, or the request was rejected first)
 	OutcomeCanceled                     // "canceled": the client went away while the request waited out a Delay rule's delay; not served, its turn given back
+	OutcomeDenied                       // "denied": the client is on a deny list (Options.Deny); refused with 403, not counted
+	OutcomeAllowListed                  // "allow_listed": the client is on one of the rule's Allow lists; the rule did not apply
 )
 
-var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled"}
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled", "denied", "allow_listed"}
 
 // String returns the outcome's metric label, such as "shadow_limited".
 func (o Outcome) String() string {
@@ -328,6 +343,9 @@ type Event struct {
 	// request it is how long it had waited when its client went away, not
 	// the delay it was given.
 	Delay time.Duration
+	// List is, for OutcomeDenied, the name of the deny list the client is
+	// on.
+	List string
 }
 
 // RuleEvent is one rule's part in a decision.
@@ -344,6 +362,9 @@ type RuleEvent struct {
 	Key      string
 	Decision sluice.Decision
 	Err      error
+	// List is, for OutcomeAllowListed, the name of the allow list the
+	// client is on.
+	List string
 }
 
 // call is the per-request scratch space, pooled.
@@ -391,13 +412,28 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if l.obs != nil {
 		start = time.Now()
 	}
-	exempt := l.match(c, r, p)
+	var lists listState
+	if len(l.deny) > 0 {
+		if li := l.onList(l.deny, r, &lists); li != nil {
+			c.ev = Event{Outcome: OutcomeDenied, List: li.Name}
+			l.observe(r, &c.ev, start)
+			l.forbid(w)
+			return
+		}
+	}
+	exempt := l.match(c, r, p, &lists)
 	if len(c.events) == 0 {
 		next.ServeHTTP(w, r)
 		return
 	}
 	c.ev = Event{Rules: c.events, Outcome: OutcomeAllowed}
 	ev := &c.ev
+	if allListed(c.events) {
+		ev.Outcome = OutcomeAllowListed
+		l.observe(r, ev, start)
+		next.ServeHTTP(w, r)
+		return
+	}
 	if exempt && len(c.events) == 1 {
 		ev.Outcome = OutcomeExempt
 		l.observe(r, ev, start)
@@ -475,7 +511,7 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 // reports whether an Exempt rule matched. The "path" key part is p, so
 // that every spelling of a path that a rule matches as one shares one
 // counter.
-func (l *Limiter) match(c *call, r *http.Request, p string) bool {
+func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bool {
 	var (
 		client  clientState
 		ipStart = -1
@@ -488,6 +524,15 @@ func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 		rule := &l.rules[i]
 		if !rule.Match.matches(r, p) {
 			continue
+		}
+		if len(rule.Allow) > 0 {
+			if li := l.onList(rule.Allow, r, lists); li != nil {
+				c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Outcome: OutcomeAllowListed, List: li.Name})
+				c.policies = append(c.policies, nil)
+				c.rules = append(c.rules, rule)
+				spans = append(spans, span{len(c.keyBuf), len(c.keyBuf)})
+				continue
+			}
 		}
 		if rule.Action == Exempt {
 			c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: Exempt, Outcome: OutcomeExempt})

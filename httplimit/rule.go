@@ -128,6 +128,12 @@ type Rule struct {
 	// MaxDelay is, for Delay, the longest a request waits for its turn.
 	// Required for Delay, at most sluice.MaxWait; must be zero otherwise.
 	MaxDelay time.Duration
+	// Allow lists the clients the rule does not apply to (monitoring,
+	// partners): a request from a client on one of these lists is neither
+	// counted nor limited by the rule (its RuleEvent has OutcomeAllowListed
+	// and the list's name); the other rules still apply. Not for Exempt
+	// rules.
+	Allow []*List
 }
 
 // Validate checks everything about the rule that does not depend on other
@@ -158,7 +164,15 @@ func (r *Rule) Validate() error {
 			return fmt.Errorf("%w: rule %q: host %q must be a host name without port, optionally starting with *.", ErrInvalidRule, r.Name, h)
 		}
 	}
+	for _, li := range r.Allow {
+		if err := li.validate(); err != nil {
+			return fmt.Errorf("rule %q: allow: %w", r.Name, err)
+		}
+	}
 	if r.Action == Exempt {
+		if len(r.Allow) > 0 {
+			return fmt.Errorf("%w: rule %q: an exempt rule takes no allow lists", ErrInvalidRule, r.Name)
+		}
 		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 {
 			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers or max delay", ErrInvalidRule, r.Name)
 		}
