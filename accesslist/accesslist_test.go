@@ -238,7 +238,8 @@ func BenchmarkContains(b *testing.B) {
 	var ps []netip.Prefix
 	var ks []string
 	for i := range 100_000 {
-		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(i >> 16), byte(i >> 8), byte(i)}), 32))
+		n := i * 2 // not adjacent: 100,000 ranges
+		ps = append(ps, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)}), 32))
 		ks = append(ks, fmt.Sprintf("key-%06d", i))
 	}
 	s, _ := NewIPSet(ps)
@@ -246,7 +247,7 @@ func BenchmarkContains(b *testing.B) {
 	addrs := make([]netip.Addr, 4096)
 	keys := make([]string, 4096)
 	for i := range addrs {
-		n := i * 48 // half below 100,000, half above
+		n := i * 97 // a spread of listed and unlisted addresses
 		addrs[i] = netip.AddrFrom4([4]byte{10, byte(n >> 16), byte(n >> 8), byte(n)})
 		keys[i] = fmt.Sprintf("key-%06d", n)
 	}
