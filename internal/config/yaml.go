@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // The YAML walker every section decodes with: it reports each problem with
@@ -23,6 +24,9 @@ type decoder struct {
 	// check, if set, reports a valid limit that the chosen store still
 	// cannot run (see DescriptorOptions.Check).
 	storeCheck func(sluice.Limit) error
+	// listsByName holds the lists section's lists, decoded before the
+	// rules that name them; nil for a list with problems.
+	listsByName map[string]*httplimit.List
 }
 
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {
