@@ -139,9 +139,9 @@ func TestListValidation(t *testing.T) {
 }
 
 // BenchmarkLists decides GET /api/search requests as BenchmarkMiddleware
-// does, without lists and with a deny list of 100,000 networks and an
-// allow list of 100,000 API keys on the per-ip rule, neither holding the
-// clients: every request is looked up in both and decided in full.
+// does, without lists, and with a deny list of 1 or 100,000 networks and an
+// allow list of 1 or 100,000 API keys on the per-ip rule, neither holding
+// the clients: every request is looked up in both and decided in full.
 func BenchmarkLists(b *testing.B) {
 	nets := make([]netip.Prefix, 0, 100_000)
 	keys := make([]string, 0, 100_000)
@@ -157,12 +157,24 @@ func BenchmarkLists(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deny := &httplimit.List{Name: "abusers", Addrs: ips}
-	partners := &httplimit.List{Name: "partners", Key: httplimit.Header("X-API-Key"), Keys: accesslist.NewKeySet(keys)}
+	one, err := accesslist.NewIPSet(nets[:1])
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
 		name  string
 		lists bool
-	}{{"none", false}, {"100k", true}} {
+		deny  *httplimit.List
+		allow *httplimit.List
+	}{
+		{"none", false, nil, nil},
+		// The cost of looking up at all, against which 100k shows the cost
+		// of a list's size.
+		{"1", true, &httplimit.List{Name: "abusers", Addrs: one}, &httplimit.List{Name: "partners", Key: httplimit.Header("X-API-Key"), Keys: accesslist.NewKeySet(keys[:1])}},
+		{"100k", true, &httplimit.List{Name: "abusers", Addrs: ips}, &httplimit.List{Name: "partners", Key: httplimit.Header("X-API-Key"), Keys: accesslist.NewKeySet(keys)}},
+		{"ip100k", true, &httplimit.List{Name: "abusers", Addrs: ips}, &httplimit.List{Name: "partners", Key: httplimit.Header("X-API-Key"), Keys: accesslist.NewKeySet(keys[:1])}},
+		{"key100k", true, &httplimit.List{Name: "abusers", Addrs: one}, &httplimit.List{Name: "partners", Key: httplimit.Header("X-API-Key"), Keys: accesslist.NewKeySet(keys)}},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			store := memstore.New(memstore.Options{})
 			defer store.Close()
@@ -171,10 +183,10 @@ func BenchmarkLists(b *testing.B) {
 			if bc.lists {
 				for i := range rules {
 					if rules[i].Name == "per-ip" {
-						rules[i].Allow = []*httplimit.List{partners}
+						rules[i].Allow = []*httplimit.List{bc.allow}
 					}
 				}
-				opts.Deny = []*httplimit.List{deny}
+				opts.Deny = []*httplimit.List{bc.deny}
 			}
 			opts.Rules = rules
 			lim, err := httplimit.New(opts)
