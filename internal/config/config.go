@@ -212,6 +212,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	case c.Store.Backend == "memory" && redisNode != nil:
 		d.add(redisNode, "store.redis", "only for backend redis; the backend is memory")
 	}
+	if denyNode != nil && !usesRules {
+		d.add(denyNode, "deny", "only the gateway (upstream) and forward-auth (server.forward_auth) apply deny lists, and the file enables neither")
+	}
 	switch {
 	case rulesNode == nil && usesRules:
 		d.add(root, "rules", "missing: want at least one rule")
