@@ -323,7 +323,7 @@ func (o Outcome) String() string {
 }
 
 // Observer is told about every decision. Observe is called once per request
-// that matched at least one rule, before the request is passed on or
+// that matched at least one rule or was refused for a deny list, before the request is passed on or
 // rejected (after any delay), from the request's goroutine; it must not
 // keep e or anything in it after returning.
 type Observer interface {
@@ -332,8 +332,9 @@ type Observer interface {
 
 // Event describes the decision for one request.
 type Event struct {
-	// Outcome is the request's: allowed, limited, delayed, exempt, error or
-	// canceled (a Shadow or Soft rule's outcome is only in Rules).
+	// Outcome is the request's: allowed, limited, delayed, exempt, error,
+	// canceled, denied (no Rules) or allow_listed (every rule it matched
+	// skipped it) (a Shadow or Soft rule's outcome is only in Rules).
 	Outcome Outcome
 	// Rules are the rules that matched, in order.
 	Rules []RuleEvent
