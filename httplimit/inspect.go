@@ -215,10 +215,10 @@ func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOver
 // charged under, and its state.
 func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus, error) {
 	c := new(call)
-	l.match(c, r, l.matchPath(r))
+	l.match(c, r, l.matchPath(r), new(listState))
 	out := make([]KeyStatus, 0, len(c.events))
 	for i, e := range c.events {
-		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped}
+		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped || e.Outcome == OutcomeAllowListed}
 		if tp := c.policies[i]; tp != nil {
 			d, err := tp.lim.Peek(ctx, e.Key)
 			if err != nil {
@@ -246,7 +246,7 @@ func (l *Limiter) matchPath(r *http.Request) string {
 // limits, and returns the names of the rules reset.
 func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string) ([]string, error) {
 	c := new(call)
-	l.match(c, r, l.matchPath(r))
+	l.match(c, r, l.matchPath(r), new(listState))
 	var rules []string
 	for i, e := range c.events {
 		tp := c.policies[i]

@@ -109,6 +109,11 @@ type Options struct {
 	// Overrides, if set, gives clients (values of Tiers.From) a tier or
 	// limits of their own, ahead of Tiers.Keys. Needs Tiers.From.
 	Overrides Overrides
+	// Deny lists the clients refused outright: a request from a client on
+	// one of these lists is answered 403 Forbidden before any rule is
+	// matched or counted (Event.Outcome OutcomeDenied, Event.List the
+	// first list it is on).
+	Deny []*List
 }
 
 // ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
@@ -136,6 +141,7 @@ type Limiter struct {
 	storeFailsClosed bool
 	obs              Observer
 	overrides        Overrides
+	deny             []*List
 	pool             sync.Pool
 }
 
@@ -169,6 +175,12 @@ func New(opts Options) (*Limiter, error) {
 		caseSensitive: opts.CaseSensitivePaths,
 		obs:           opts.Observer,
 		overrides:     opts.Overrides,
+		deny:          append([]*List(nil), opts.Deny...),
+	}
+	for _, li := range l.deny {
+		if err := li.validate(); err != nil {
+			return nil, fmt.Errorf("deny: %w", err)
+		}
 	}
 	if fc, ok := opts.Store.(closedFailer); ok {
 		l.storeFailsClosed = fc.FailsClosed()
@@ -225,6 +237,7 @@ func New(opts Options) (*Limiter, error) {
 		if r.Count != nil {
 			c.Count = r.Count.clone()
 		}
+		c.Allow = append([]*List(nil), r.Allow...)
 		if r.Action != Exempt {
 			var err error
 			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit); err != nil {
@@ -298,10 +311,12 @@ const (
 	OutcomeError                        // "error": the store failed; let through, or 503 if FailClosed
 	OutcomeSkipped                      // "skipped": the rule did not apply (a key part was missing, or the request was rejected first)
 	OutcomeCanceled                     // "canceled": the client went away while the request waited out a Delay rule's delay; not served, its turn given back
+	OutcomeDenied                       // "denied": the client is on a deny list (Options.Deny); refused with 403, not counted
+	OutcomeAllowListed                  // "allow_listed": the client is on one of the rule's Allow lists; the rule did not apply
 	OutcomeNotCounted                   // "not_counted": a rule with Count admitted the request, whose response did not match: not charged, or its unit given back
 )
 
-var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled", "not_counted"}
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled", "denied", "allow_listed", "not_counted"}
 
 // String returns the outcome's metric label, such as "shadow_limited".
 func (o Outcome) String() string {
@@ -312,7 +327,7 @@ func (o Outcome) String() string {
 }
 
 // Observer is told about every decision. Observe is called once per request
-// that matched at least one rule, before the request is passed on or
+// that matched at least one rule or was refused for a deny list, before the request is passed on or
 // rejected (after any delay), from the request's goroutine; it must not
 // keep e or anything in it after returning. For an admitted request that a
 // rule with Count applies to, Observe is called instead once the response's
@@ -323,8 +338,9 @@ type Observer interface {
 
 // Event describes the decision for one request.
 type Event struct {
-	// Outcome is the request's: allowed, limited, delayed, exempt, error or
-	// canceled (a Shadow or Soft rule's outcome is only in Rules).
+	// Outcome is the request's: allowed, limited, delayed, exempt, error,
+	// canceled, denied (no Rules) or allow_listed (every rule it matched
+	// skipped it) (a Shadow or Soft rule's outcome is only in Rules).
 	Outcome Outcome
 	// Rules are the rules that matched, in order.
 	Rules []RuleEvent
@@ -334,6 +350,9 @@ type Event struct {
 	// request it is how long it had waited when its client went away, not
 	// the delay it was given.
 	Delay time.Duration
+	// List is, for OutcomeDenied, the name of the deny list the client is
+	// on.
+	List string
 }
 
 // RuleEvent is one rule's part in a decision.
@@ -350,6 +369,9 @@ type RuleEvent struct {
 	Key      string
 	Decision sluice.Decision
 	Err      error
+	// List is, for OutcomeAllowListed, the name of the allow list the
+	// client is on.
+	List string
 }
 
 // call is the per-request scratch space, pooled.
@@ -399,13 +421,28 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if l.obs != nil {
 		start = time.Now()
 	}
-	exempt := l.match(c, r, p)
+	var lists listState
+	if len(l.deny) > 0 {
+		if li := l.onList(l.deny, r, &lists); li != nil {
+			c.ev = Event{Outcome: OutcomeDenied, List: li.Name}
+			l.observe(r, &c.ev, start)
+			l.forbid(w)
+			return
+		}
+	}
+	exempt := l.match(c, r, p, &lists)
 	if len(c.events) == 0 {
 		next.ServeHTTP(w, r)
 		return
 	}
 	c.ev = Event{Rules: c.events, Outcome: OutcomeAllowed}
 	ev := &c.ev
+	if allListed(c.events) {
+		ev.Outcome = OutcomeAllowListed
+		l.observe(r, ev, start)
+		next.ServeHTTP(w, r)
+		return
+	}
 	if exempt && len(c.events) == 1 {
 		ev.Outcome = OutcomeExempt
 		l.observe(r, ev, start)
@@ -488,7 +525,7 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 // reports whether an Exempt rule matched. The "path" key part is p, so
 // that every spelling of a path that a rule matches as one shares one
 // counter.
-func (l *Limiter) match(c *call, r *http.Request, p string) bool {
+func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bool {
 	var (
 		client  clientState
 		ipStart = -1
@@ -501,6 +538,15 @@ func (l *Limiter) match(c *call, r *http.Request, p string) bool {
 		rule := &l.rules[i]
 		if !rule.Match.matches(r, p) {
 			continue
+		}
+		if len(rule.Allow) > 0 {
+			if li := l.onList(rule.Allow, r, lists); li != nil {
+				c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Outcome: OutcomeAllowListed, List: li.Name})
+				c.policies = append(c.policies, nil)
+				c.rules = append(c.rules, rule)
+				spans = append(spans, span{len(c.keyBuf), len(c.keyBuf)})
+				continue
+			}
 		}
 		if rule.Action == Exempt {
 			c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: Exempt, Outcome: OutcomeExempt})

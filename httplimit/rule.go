@@ -133,6 +133,12 @@ type Rule struct {
 	// In the default mode, concurrent requests of one key in flight at
 	// once can exceed the limit by at most their number; see CountMode.
 	Count *CountOn
+	// Allow lists the clients the rule does not apply to (monitoring,
+	// partners): a request from a client on one of these lists is neither
+	// counted nor limited by the rule (its RuleEvent has OutcomeAllowListed
+	// and the list's name); the other rules still apply. Not for Exempt
+	// rules.
+	Allow []*List
 }
 
 // Validate checks everything about the rule that does not depend on other
@@ -163,7 +169,15 @@ func (r *Rule) Validate() error {
 			return fmt.Errorf("%w: rule %q: host %q must be a host name without port, optionally starting with *.", ErrInvalidRule, r.Name, h)
 		}
 	}
+	for _, li := range r.Allow {
+		if err := li.validate(); err != nil {
+			return fmt.Errorf("rule %q: allow: %w", r.Name, err)
+		}
+	}
 	if r.Action == Exempt {
+		if len(r.Allow) > 0 {
+			return fmt.Errorf("%w: rule %q: an exempt rule takes no allow lists", ErrInvalidRule, r.Name)
+		}
 		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 || r.Count != nil {
 			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers, max delay or count", ErrInvalidRule, r.Name)
 		}

@@ -67,8 +67,8 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 }
 
 // reloadLoop reloads g from path on each SIGHUP and each change of the
-// file's content or of the files it names (the descriptor files, the admin
-// token file), one reload at a time, until ctx is done.
+// file's content or of the files it names (the descriptor files, the lists'
+// files, the admin token file), one reload at a time, until ctx is done.
 func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, path string, hup <-chan os.Signal, logger *slog.Logger) {
 	filesSum := sumFiles(files)
 	reload := func(data []byte, readErr error) {
@@ -123,7 +123,8 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 
 // loaded is what loading a config file tells besides the gateway's
 // options: its warnings, and how to list the files it names (the
-// descriptor files and the admin token file; nil when it names none),
+// descriptor files, the lists' files and the admin token file; nil when it
+// names none),
 // whose changes reload it too, so that a rotated token or a changed
 // descriptor applies within a second.
 type loaded struct {
@@ -153,12 +154,14 @@ func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
 	if cfg.Admin.API {
 		token = cfg.Admin.TokenPath(path)
 	}
-	if svc := cfg.Service; svc != nil || token != "" {
+	lists := cfg.ListFiles(path)
+	if svc := cfg.Service; svc != nil || token != "" || len(lists) > 0 {
 		ld.files = func() []string {
 			var fs []string
 			if token != "" {
 				fs = append(fs, token)
 			}
+			fs = append(fs, lists...)
 			if svc != nil {
 				// A directory that cannot be listed now lists what it
 				// can; the reload it triggers reports the error.

@@ -49,6 +49,8 @@ type Config struct {
 	// Service is the rate-limit service for Envoy; nil when the file has
 	// no service section.
 	Service *Service
+	// listFiles are the lists whose entries ParseFile reads from files.
+	listFiles []listFile
 }
 
 // Gateway reports whether the file runs the gateway listener: it does
@@ -70,7 +72,7 @@ func Load(path string) (*Config, error) {
 }
 
 // ParseFile is Parse followed by the reading of the files the config
-// names: the service section's descriptor files, relative to the
+// names: the lists' files and the service section's descriptor files, relative to the
 // directory of path, the config file's own path. Their problems are
 // reported with their own file names and lines.
 func ParseFile(data []byte, path string) (*Config, error) {
@@ -85,6 +87,9 @@ func ParseFile(data []byte, path string) (*Config, error) {
 		}
 		c.Store.Redis.HashSecret = secret
 	}
+	if err := loadLists(c, path); err != nil {
+		return nil, err
+	}
 	if c.Service != nil {
 		var check func(sluice.Limit) error
 		if c.Store.Backend == "redis" {
@@ -98,7 +103,7 @@ func ParseFile(data []byte, path string) (*Config, error) {
 }
 
 // Parse validates data, the contents of the file called name. It reads no
-// other file: see ParseFile.
+// other file: see ParseFile (until then, lists kept in files are empty).
 func Parse(data []byte, name string) (*Config, error) {
 	d := &decoder{err: &Error{File: name}}
 	root, ok := d.document(data, "", "the file is empty; see examples/quickstart.yaml")
@@ -113,7 +118,7 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny"}
 
 // logFields are the fields of log.
 var logFields = []string{"rejections_per_second"}
@@ -132,7 +137,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
-	var storeNode, redisNode, rulesNode, tiersNode, adminNode *yaml.Node
+	var storeNode, redisNode, rulesNode, tiersNode, adminNode, listsNode, denyNode *yaml.Node
 	hasUpstream := false
 	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
@@ -153,6 +158,10 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.tiers(v, &c.Limiter.Tiers)
 		case "rules":
 			rulesNode = v
+		case "lists":
+			listsNode = v
+		case "deny":
+			denyNode = v
 		case "admin":
 			adminNode = v
 			d.admin(v, &c.Admin)
@@ -170,6 +179,10 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
+	d.lists(listsNode, c)
+	if denyNode != nil {
+		c.Limiter.Deny = d.listNames(denyNode, "deny")
+	}
 	d.checkAdmin(adminNode, c)
 	if hasUpstream && c.Server.Admin != "" && sameAddress(c.Server.Listen, c.Server.Admin) {
 		// Point at admin, or at listen if admin is the default.
@@ -189,6 +202,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(storeNode, "store.redis", "missing: the redis backend needs a url, or addrs for a cluster or Sentinel")
 	case c.Store.Backend == "memory" && redisNode != nil:
 		d.add(redisNode, "store.redis", "only for backend redis; the backend is memory")
+	}
+	if denyNode != nil && !usesRules {
+		d.add(denyNode, "deny", "only the gateway (upstream) and forward-auth (server.forward_auth) apply deny lists, and the file enables neither")
 	}
 	switch {
 	case rulesNode == nil && usesRules:

@@ -289,6 +289,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add("upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {p: {burst: 3}}}]\n")
 	f.Add("a: &a [*a, *a]\n")
+	f.Add("upstream: builtin:echo\nlists: {a: {cidrs: [10.0.0.0/8, '::/0']}, k: {keys: [x], key: header:K}}\ndeny: [a]\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, allow: k}]\n")
 	// Syntax errors, which are located by parsing prefixes of the file.
 	f.Add("rules:\n  - name: a\n   limit: 5\n")
 	f.Add("upstream: 'x\nrules: [\n")

@@ -36,6 +36,7 @@ var docSections = []docSection{
 	{"upstreamFields", "upstream.", upstreamFields},
 	{"serviceFields", "service.", serviceFields},
 	{"adminFields", "admin.", adminFields},
+	{"listFields", "lists.NAME.", listFields},
 }
 
 // docRow matches the first cell of a row of docs/config.md's tables.

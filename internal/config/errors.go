@@ -29,8 +29,11 @@ func (e *Error) Error() string {
 			b.WriteByte('\n')
 		}
 		b.WriteString(e.File)
-		if p.Line > 0 {
+		switch {
+		case p.Line > 0 && p.Column > 0:
 			fmt.Fprintf(&b, ":%d:%d", p.Line, p.Column)
+		case p.Line > 0:
+			fmt.Fprintf(&b, ":%d", p.Line)
 		}
 		b.WriteString(": ")
 		if p.Path != "" {

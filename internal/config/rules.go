@@ -14,7 +14,7 @@ import (
 )
 
 // ruleFields are the fields of a rule (rules[]).
-var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count"}
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count", "allow"}
 
 // tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
 var tierLimitFields = []string{"algorithm", "limit", "period", "burst"}
@@ -130,7 +130,7 @@ func (d *decoder) check(l sluice.Limit, spec *limitSpec, node *yaml.Node, path s
 func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	var r httplimit.Rule
 	var spec limitSpec
-	var keyNode, actionNode, maxDelayNode, countNode *yaml.Node
+	var keyNode, actionNode, maxDelayNode, countNode, allowNode *yaml.Node
 	tierSpecs := map[string]*limitSpec{}
 	tierNodes := map[string]*yaml.Node{}
 	var tierOrder []string
@@ -184,6 +184,9 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 				}
 				r.Action = a
 			}
+		case "allow":
+			allowNode = v
+			r.Allow = d.listNames(v, p)
 		case "max_delay":
 			maxDelayNode = v
 			if t, ok := d.duration(v, p, time.Millisecond, sluice.MaxWait); ok {
@@ -231,7 +234,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}} {
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}} {
 			if f.set {
 				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
 			}

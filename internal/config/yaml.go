@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // The YAML walker every section decodes with: it reports each problem with
@@ -26,6 +27,9 @@ type decoder struct {
 	// check, if set, reports a valid limit that the chosen store still
 	// cannot run (see DescriptorOptions.Check).
 	storeCheck func(sluice.Limit) error
+	// listsByName holds the lists section's lists, decoded before the
+	// rules that name them; nil for a list with problems.
+	listsByName map[string]*httplimit.List
 }
 
 func (d *decoder) add(n *yaml.Node, path, format string, args ...any) {

@@ -30,17 +30,20 @@ type metrics struct {
 	logDropped  prometheus.Counter
 	// upstreamErrors counts the proxy's failures by kind (errorKinds).
 	upstreamErrors *prometheus.CounterVec
+	// listMatches counts deny-list refusals and allow-listed rule skips,
+	// by list and action (deny, allow).
+	listMatches *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 	m := &metrics{
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_decisions_total",
-			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped, canceled, not_counted).",
+			Help: "Rule decisions by rule and outcome (allowed, limited, delayed, shadow_limited, soft_limited, exempt, error, skipped, canceled, allow_listed, not_counted).",
 		}, []string{"rule", "outcome"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total",
-			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error, canceled).",
+			Help: "Requests that matched at least one rule, by outcome (allowed, limited, delayed, exempt, error, canceled, denied, allow_listed).",
 		}, []string{"outcome"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "sluice_decision_duration_seconds",
@@ -68,8 +71,12 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 			Name: "sluice_upstream_errors_total",
 			Help: "Requests the upstream proxy could not complete, by kind: timeout (504), refused, reset, unreachable, other (502), client_aborted (the client went away), client_timeout (its body did not arrive within the read timeout: 408).",
 		}, []string{"kind"}),
+		listMatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_list_matches_total",
+			Help: "Requests refused with 403 for a deny list (action deny), and rules skipped for an allow list (action allow: one per rule skipped), by list.",
+		}, []string{"list", "action"}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors)
+	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors, m.listMatches)
 	m.storeErrors.WithLabelValues(backend)
 	for _, k := range errorKinds {
 		m.upstreamErrors.WithLabelValues(k)
@@ -108,9 +115,15 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled {
 		o.m.delay.Observe(e.Delay.Seconds())
 	}
+	if e.Outcome == httplimit.OutcomeDenied {
+		o.m.listMatches.WithLabelValues(e.List, "deny").Inc()
+	}
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		o.counter(re.Rule, re.Outcome).Inc()
+		if re.Outcome == httplimit.OutcomeAllowListed {
+			o.m.listMatches.WithLabelValues(re.List, "allow").Inc()
+		}
 		// A store that failed closed counted its own failure (Redis's
 		// OnFailure hook), if it called Redis at all.
 		if re.Err != nil && !errors.Is(re.Err, httplimit.ErrFailedClosed) {
