@@ -1,0 +1,188 @@
+// The listeners a Gateway runs, and its graceful shutdown.
+
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+
+	"github.com/sluicehq/sluice/internal/rls"
+)
+
+// Listener names, for Addr.
+const (
+	ListenerGateway     = "gateway"      // Options.Listen, when there is an upstream
+	ListenerAdmin       = "admin"        // Options.Admin
+	ListenerForwardAuth = "forward_auth" // ForwardAuthOptions.Listen
+	ListenerGRPC        = "grpc"         // ServiceOptions.GRPC
+	ListenerServiceHTTP = "service_http" // ServiceOptions.HTTP
+)
+
+// Addr returns the bound address of the named listener (ListenerGateway
+// and the others) once Run listens, or nil if it does not run.
+func (g *Gateway) Addr(name string) net.Addr {
+	if a, ok := g.addrs.Load().(map[string]net.Addr); ok {
+		return a[name]
+	}
+	return nil
+}
+
+// Run listens on the configured addresses and serves until ctx is done,
+// then shuts down gracefully: /readyz turns 503 and the gRPC health service
+// NOT_SERVING, the listeners stop accepting, and requests and calls in
+// flight get up to ShutdownTimeout to finish. It calls ready, if non-nil,
+// with the bound addresses of the gateway (nil without an upstream) and
+// admin listeners once every listener listens; Addr tells the others.
+func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) error {
+	type listener struct {
+		name, addr string
+		srv        *http.Server
+	}
+	var want []listener
+	if g.opts.Upstream != "" {
+		want = append(want, listener{ListenerGateway, g.opts.Listen, g.server(g.handler)})
+	}
+	if g.opts.Admin != "" {
+		want = append(want, listener{ListenerAdmin, g.opts.Admin, g.server(g.admin)})
+	}
+	if fa := g.opts.ForwardAuth; fa != nil {
+		h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { g.gen.Load().fa.ServeHTTP(w, r) })
+		want = append(want, listener{ListenerForwardAuth, fa.Listen, g.server(h)})
+	}
+	var (
+		grpcSrv *grpc.Server
+		health  *health.Server
+		grpcLn  net.Listener
+	)
+	if g.svc != nil {
+		grpcSrv, health = g.svc.NewGRPCServer()
+		if a := g.opts.Service.HTTP; a != "" {
+			want = append(want, listener{ListenerServiceHTTP, a, g.server(g.svc.HTTPHandler(health))})
+		}
+	}
+	addrs := map[string]net.Addr{}
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if grpcLn != nil {
+			grpcLn.Close()
+		}
+	}
+	for _, l := range want {
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("gateway: %s listener: %w", l.name, err)
+		}
+		lns = append(lns, ln)
+		addrs[l.name] = ln.Addr()
+	}
+	if grpcSrv != nil && g.opts.Service.GRPC != "" {
+		ln, err := net.Listen("tcp", g.opts.Service.GRPC)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("gateway: %s listener: %w", ListenerGRPC, err)
+		}
+		grpcLn = ln
+		addrs[ListenerGRPC] = ln.Addr()
+	}
+	g.addrs.Store(addrs)
+	attrs := []any{}
+	for _, n := range []string{ListenerGateway, ListenerAdmin, ListenerForwardAuth, ListenerGRPC, ListenerServiceHTTP} {
+		if a := addrs[n]; a != nil {
+			key := n
+			if n == ListenerGateway {
+				key = "listen"
+			}
+			attrs = append(attrs, key, a.String())
+		}
+	}
+	if g.opts.Upstream != "" {
+		attrs = append(attrs, "upstream", redact(g.opts.Upstream))
+	}
+	g.log.Info("sluice listening", attrs...)
+	if ready != nil {
+		ready(addrs[ListenerGateway], addrs[ListenerAdmin])
+	}
+	errc := make(chan error, len(want)+1)
+	var wg sync.WaitGroup
+	for i, l := range want {
+		wg.Go(func() {
+			if err := l.srv.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("gateway: %s listener: %w", l.name, err)
+			}
+		})
+	}
+	if grpcLn != nil {
+		wg.Go(func() {
+			if err := grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				errc <- fmt.Errorf("gateway: %s listener: %w", ListenerGRPC, err)
+			}
+		})
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	g.draining.Store(true)
+	timeout := time.Duration(g.shutdown.Load())
+	g.log.Info("sluice shutting down", "timeout", timeout)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		errs []error
+		sw   sync.WaitGroup
+	)
+	for _, l := range want {
+		sw.Go(func() {
+			if err := l.srv.Shutdown(sctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", l.name, err))
+				mu.Unlock()
+				l.srv.Close()
+			}
+		})
+	}
+	if grpcSrv != nil {
+		sw.Go(func() {
+			if err := rls.Shutdown(sctx, grpcSrv, health); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", ListenerGRPC, err))
+				mu.Unlock()
+			}
+		})
+	}
+	sw.Wait()
+	wg.Wait()
+	err := errors.Join(append([]error{runErr}, errs...)...)
+	if err != nil {
+		g.log.Error("sluice stopped", "error", err)
+	} else {
+		g.log.Info("sluice stopped")
+	}
+	return err
+}
+
+func (g *Gateway) server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,
+		ReadTimeout:       g.opts.ReadTimeout,
+		IdleTimeout:       g.opts.IdleTimeout,
+		MaxHeaderBytes:    g.opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+	}
+}
