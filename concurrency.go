@@ -137,7 +137,9 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Decision
 // context allows and no longer than maxWait. It polls the store: after a
 // refusal it waits until the earliest lease would expire, but at most
 // poll (default 50ms when poll <= 0), since a release frees a slot sooner.
-// It returns the last Decision; the Lease is nil unless it is Allowed.
+// maxWait and poll run on the real clock (the timers of package time),
+// whatever clock the store reads. It returns the last Decision; the Lease is
+// nil unless it is Allowed, and an error if the store failed or ctx ended.
 func (c *Concurrency) Wait(ctx context.Context, key string, maxWait, poll time.Duration) (*Lease, Decision, error) {
 	if poll <= 0 {
 		poll = 50 * time.Millisecond

@@ -15,7 +15,9 @@ var _ sluice.LeaseStore = (*Store)(nil)
 // all expired or been released is dropped when next touched, and every key
 // is checked once the map has doubled since the last such sweep, so memory
 // stays within twice the keys that hold live leases. One mutex guards them:
-// a lease is taken once per unit of work, not per request unit.
+// a lease is taken once per unit of work, not per request unit. A call costs
+// time linear in the leases its key holds (it checks each for expiry), which
+// suits limits up to some thousands per key.
 type leases struct {
 	mu    sync.Mutex
 	keys  map[leaseKey]map[string]int64
