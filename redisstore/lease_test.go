@@ -95,3 +95,41 @@ func TestLeaseServerTime(t *testing.T) {
 		t.Errorf("EXISTS %s after the last release: got %s, want 0", key, got)
 	}
 }
+
+// When Redis is down, Acquire reports the error and grants nothing (leases
+// have no fallback); once Redis is back, leases work again.
+func TestLeaseRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 200 * time.Millisecond, BreakerThreshold: 1000})
+	c, err := sluice.NewConcurrency(s, "down", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := c.Acquire(ctx, "k")
+	if err != nil || l == nil {
+		t.Fatalf("Acquire with Redis up: %v, %v", l, err)
+	}
+	srv.Stop()
+	if l2, d, err := c.Acquire(ctx, "k2"); err == nil || l2 != nil || d.Allowed {
+		t.Errorf("Acquire with Redis down: got %v, %+v, %v; want an error and no lease", l2, d, err)
+	}
+	if err := l.Release(ctx); err == nil {
+		t.Error("Release with Redis down: got nil, want an error")
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := l.Release(ctx) // may be retried after a failure
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Release after Redis came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l, _, err := c.Acquire(ctx, "k"); err != nil || l == nil {
+		t.Fatalf("Acquire after the retried Release: %v, %v", l, err)
+	}
+}
