@@ -110,6 +110,7 @@ type Store struct {
 	clock  Clock
 	nano   nanoClock // clock's fast form, or nil
 	base   int64     // the clock at New, origin of the second counters
+	leases leases    // concurrency leases; see lease.go
 
 	stop      chan struct{}
 	closeOnce sync.Once

@@ -1,0 +1,135 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storetest"
+)
+
+// leaseViews returns a factory of n stores on one Redis, sharing a prefix
+// of their own, all reading clk.
+func leaseViews(base redisstore.Options) func(t *testing.T, clk *clock.Fake, n int) []sluice.LeaseStore {
+	run := 0
+	return func(t *testing.T, clk *clock.Fake, n int) []sluice.LeaseStore {
+		run++
+		opts := base
+		opts.Prefix = fmt.Sprintf("lease%d-%d", run, time.Now().UnixNano())
+		opts.Clock = clk
+		opts.Timeout = 10 * time.Second
+		out := make([]sluice.LeaseStore, n)
+		for i := range out {
+			out[i] = open(t, opts)
+		}
+		return out
+	}
+}
+
+// Leases pass the conformance suite with several stores on one server, on
+// a cluster, and with hashed keys.
+func TestLeaseConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Run("single", func(t *testing.T) {
+		storetest.RunLeases(t, leaseViews(redisstore.Options{URL: "redis://" + srv.Addr}))
+	})
+	t.Run("hashed", func(t *testing.T) {
+		storetest.RunLeases(t, leaseViews(redisstore.Options{URL: "redis://" + srv.Addr, HashKeys: true, HashSecret: []byte("s")}))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		nodes := redistest.StartCluster(t, 3)
+		storetest.RunLeases(t, leaseViews(redisstore.Options{Addrs: []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}}))
+	})
+}
+
+// On the server's clock, a lease never released frees its slot by itself,
+// and the set's TTL is the time until its last lease expires: Redis holds
+// nothing once every lease is gone.
+func TestLeaseServerTime(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 10 * time.Second})
+	b := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 10 * time.Second})
+	ca, err := sluice.NewConcurrency(a, "exports", 1, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, _ := sluice.NewConcurrency(b, "exports", 1, 200*time.Millisecond)
+	if _, d, err := ca.Acquire(ctx, "user"); err != nil || !d.Allowed {
+		t.Fatalf("first Acquire: %+v, %v", d, err)
+	}
+	const key = "sluice:{7:exports:user}:c"
+	ttl, _ := strconv.Atoi(srv.Do(t, "PTTL", key))
+	if ttl <= 0 || ttl > 200 {
+		t.Errorf("PTTL %s: got %d ms, want 1 to 200", key, ttl)
+	}
+	_, d, err := cb.Acquire(ctx, "user")
+	if err != nil || d.Allowed {
+		t.Fatalf("second Acquire while held: %+v, %v", d, err)
+	}
+	if d.RetryAfter <= 0 || d.RetryAfter > 200*time.Millisecond {
+		t.Errorf("RetryAfter: got %v, want within (0, 200ms]", d.RetryAfter)
+	}
+	// The holder "dies": the slot comes back within the lease timeout.
+	deadline := time.Now().Add(10 * time.Second)
+	var l *sluice.Lease
+	for l == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the slot of a lease never released did not come back within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+		if l, _, err = cb.Acquire(ctx, "user"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Do(t, "EXISTS", key); got != "0" {
+		t.Errorf("EXISTS %s after the last release: got %s, want 0", key, got)
+	}
+}
+
+// When Redis is down, Acquire reports the error and grants nothing (leases
+// have no fallback); once Redis is back, leases work again.
+func TestLeaseRedisDown(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	s := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 200 * time.Millisecond, BreakerThreshold: 1000})
+	c, err := sluice.NewConcurrency(s, "down", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _, err := c.Acquire(ctx, "k")
+	if err != nil || l == nil {
+		t.Fatalf("Acquire with Redis up: %v, %v", l, err)
+	}
+	srv.Stop()
+	if l2, d, err := c.Acquire(ctx, "k2"); err == nil || l2 != nil || d.Allowed {
+		t.Errorf("Acquire with Redis down: got %v, %+v, %v; want an error and no lease", l2, d, err)
+	}
+	if err := l.Release(ctx); err == nil {
+		t.Error("Release with Redis down: got nil, want an error")
+	}
+	srv.Restart(t)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := l.Release(ctx) // may be retried after a failure
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Release after Redis came back: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if l, _, err := c.Acquire(ctx, "k"); err != nil || l == nil {
+		t.Fatalf("Acquire after the retried Release: %v, %v", l, err)
+	}
+}
