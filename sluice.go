@@ -150,6 +150,9 @@ type Policy struct {
 	slots  []uint32
 	defs   []uint32
 	bucket bool // every rule is a bucket rule
+
+	penalty     *Penalty // nil for none
+	penaltySlot uint32
 }
 
 // slots numbers limit identities (policy name and index) within the

@@ -279,6 +279,9 @@ func (s *Store) Evicted() uint64 {
 
 // Take implements sluice.Store.
 func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
+	if pen := p.PenaltyRef(); pen != nil {
+		return s.takePenalized(p, pen, key, n), nil
+	}
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	if sh.mayHint(p, n) {
@@ -300,6 +303,12 @@ func (s *Store) Peek(_ context.Context, p *sluice.Policy, key string) (sluice.De
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
+	if p.PenaltyRef() != nil {
+		if d, ok := sh.blocked(p, k0, k1, 0, now); ok {
+			sh.mu.Unlock()
+			return d, nil
+		}
+	}
 	i, st := sh.decide(s, p, k0, k1, now, now, 0, false, false)
 	sh.mu.Unlock()
 	return sluice.MakeDecision(p, i, st, now), nil
@@ -311,6 +320,11 @@ func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if p.PenaltyRef() != nil {
+		if d, ok := sh.blocked(p, k0, k1, 0, now); ok {
+			return d, nil
+		}
+	}
 	sh.hint.clear()
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	var wait int64
@@ -372,6 +386,11 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 			sh.tab.remove(j)
 		}
 		delete(sh.logs, k)
+	}
+	if p.PenaltyRef() != nil {
+		if j, ok := sh.tab.lookup(entryID(k0, k1, p.PenaltySlot())); ok {
+			sh.tab.remove(j)
+		}
 	}
 	return nil
 }

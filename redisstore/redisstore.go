@@ -556,6 +556,11 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
 		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
 	}
+	if p.PenaltyRef() != nil && c.err == nil {
+		// Blocks and strikes must be decided in the decision's script
+		// call; until the scripts do so, refuse rather than ignore.
+		c.err = fmt.Errorf("redisstore: policy %q: %w", p.Name(), sluice.ErrPenaltyUnsupported)
+	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	actual, _ := s.policies.LoadOrStore(p, c)
 	return actual.(*compiled)
