@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -41,6 +42,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		return false, err
 	}
 	for _, r := range reqs {
+		if r.Policy.PenaltyRef() != nil {
+			return false, fmt.Errorf("redisstore: batch with policy %q: %w", r.Policy.Name(), sluice.ErrPenaltyUnsupported)
+		}
 		c := s.compile(r.Policy)
 		if c.err != nil {
 			return false, c.err

@@ -130,6 +130,12 @@ var (
 
 	wideScript  = rueidis.NewLuaScript(wideLua)
 	plainScript = rueidis.NewLuaScript(plainLua)
+
+	// penalty.lua wraps either script for policies with a penalty.
+	//go:embed penalty.lua
+	penaltySource      string
+	penaltyPlainScript = rueidis.NewLuaScript(strings.ReplaceAll(penaltySource, "--[[decide]]", plainLua))
+	penaltyWideScript  = rueidis.NewLuaScript(strings.ReplaceAll(penaltySource, "--[[decide]]", wideLua))
 )
 
 // Failure is what the store does when Redis cannot decide.
@@ -527,7 +533,8 @@ type compiled struct {
 	args     []string // per limit: the script's eight arguments
 	take1    []string // the whole ARGV of a take of cost 1 at the server's time; read only
 	slots    []uint32
-	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it
+	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it; their penalty forms for a penalty
+	pen      []string     // for a penalty: the ARGV after the script's (see penalty.lua)
 }
 
 func (s *Store) compile(p *sluice.Policy) *compiled {
@@ -556,10 +563,17 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
 		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
 	}
-	if p.PenaltyRef() != nil && c.err == nil {
-		// Blocks and strikes must be decided in the decision's script
-		// call; until the scripts do so, refuse rather than ignore.
-		c.err = fmt.Errorf("redisstore: policy %q: %w", p.Name(), sluice.ErrPenaltyUnsupported)
+	if pen := p.PenaltyRef(); pen != nil {
+		// The penalty record is read and written in the decision's call
+		// (penalty.lua). The deny cache tells the policy from its copy
+		// without a penalty, which shares its limits.
+		c.script = map[*rueidis.Lua]*rueidis.Lua{plainScript: penaltyPlainScript, wideScript: penaltyWideScript}[c.script]
+		blocks := make([]string, len(pen.Blocks))
+		for i, b := range pen.Blocks {
+			blocks[i] = strconv.FormatInt(int64(b/time.Microsecond), 10)
+		}
+		c.pen = []string{strconv.FormatInt(pen.Strikes(), 10), strconv.FormatInt(int64(pen.Forget/time.Microsecond), 10), strings.Join(blocks, ",")}
+		c.slots = append(c.slots, p.PenaltySlot())
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	actual, _ := s.policies.LoadOrStore(p, c)
@@ -675,12 +689,16 @@ func (s *Store) appendKeys(out []string, c *compiled, p *sluice.Policy, key stri
 		out = append(out, all[at:at+n], all[at+n:at+2*n+2])
 		at += 2*n + 2
 	}
+	if c.pen != nil {
+		// The penalty record: the same hash tag, suffix ":p".
+		out = append(out, all[:baseLen]+":p")
+	}
 	return out
 }
 
 // keys returns the Redis keys of key under p.
 func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
-	return s.appendKeys(make([]string, 0, 2*len(c.suffixes)), c, p, key)
+	return s.appendKeys(make([]string, 0, 2*len(c.suffixes)+1), c, p, key)
 }
 
 // call runs the script for key under p. It returns the script's reply,
@@ -697,10 +715,11 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 // callWithin is call within cctx, once the breaker has let it through.
 func (s *Store) callWithin(ctx, cctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
 	args := c.take1
-	if op != "take" || n != 1 || s.clock != nil {
-		args = make([]string, 0, 5+len(c.args))
+	if op != "take" || n != 1 || s.clock != nil || c.pen != nil {
+		args = make([]string, 0, 5+len(c.args)+len(c.pen))
 		args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
 		args = append(args, c.args...)
+		args = append(args, c.pen...)
 	}
 	want := 2 + 4*len(c.suffixes)
 	if op == "cancel" {
@@ -863,7 +882,13 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	}
 	d := decision(p, res)
 	if s.deny != nil {
-		s.remember(id, n, d)
+		if c.pen != nil && res[1] != -1 {
+			// A denial that does not block is a strike: every one must
+			// reach Redis.
+			s.deny.forget(id)
+		} else {
+			s.remember(id, n, d)
+		}
 	}
 	return d, nil
 }
@@ -948,6 +973,9 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
 	}
 	d := decision(p, res)
+	if res[1] == -1 {
+		return d, nil // blocked by the policy's penalty
+	}
 	wait := time.Duration(res[1]) * time.Microsecond
 	if res[1] > maxUs {
 		d.Allowed, d.RetryAfter = false, wait
