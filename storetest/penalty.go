@@ -27,7 +27,8 @@ func (e *env) penalized(count int64, pen sluice.Penalty) *sluice.Limiter {
 // testPenalty checks escalating penalties (sluice.Penalty): an offence
 // blocks the key for the next block duration, capped at the last; a blocked
 // key is denied with RetryAfter up to the block's end and charged nothing;
-// the offences are forgotten after the quiet period; Reset lifts the block.
+// the offences are forgotten after the quiet period; Reset lifts the block;
+// in a batch, a blocked key denies the batch and a denial is a strike.
 func (s *suite) testPenalty(t *testing.T) {
 	t.Run("Escalation", func(t *testing.T) {
 		e := s.env(t)
@@ -133,9 +134,6 @@ func (s *suite) testPenalty(t *testing.T) {
 		out := make([]sluice.Decision, 2)
 		reqs := []sluice.Request{{Policy: other.Policy(), Key: "k", N: 1}, {Policy: lim.Policy(), Key: "k", N: 1}}
 		ok, err := sluice.TakeAll(e.ctx(), e.store, reqs, out)
-		if errors.Is(err, sluice.ErrPenaltyUnsupported) {
-			t.Skipf("the store does not support penalties in batches: %v", err)
-		}
 		if err != nil {
 			t.Fatalf("TakeAll: %v", err)
 		}
@@ -143,6 +141,22 @@ func (s *suite) testPenalty(t *testing.T) {
 			t.Errorf("TakeAll with a blocked key = %v, %s, want denied with RetryAfter 50s", ok, describe(out[1]))
 		}
 		if !e.check("the batch's other request was not charged", other.Policy(), e.peek(other, "k"), allow(5, 0)) {
+			return
+		}
+		// A penalized request that a batch denies is a strike.
+		e.take(lim, "j", 1)
+		reqs = []sluice.Request{{Policy: other.Policy(), Key: "j", N: 1}, {Policy: lim.Policy(), Key: "j", N: 1}}
+		ok, err = sluice.TakeAll(e.ctx(), e.store, reqs, out)
+		if err != nil {
+			t.Fatalf("TakeAll: %v", err)
+		}
+		if ok || out[1].Allowed || !e.within(out[1].RetryAfter, time.Minute) {
+			t.Errorf("TakeAll denied by a penalized policy = %v, %s, want denied with RetryAfter 1m (an offence)", ok, describe(out[1]))
+		}
+		if !e.check("blocked by the batch's offence", lim.Policy(), e.peek(lim, "j"), deny(0, time.Minute, time.Minute)) {
+			return
+		}
+		if !e.check("the other request of the denied batch was not charged", other.Policy(), e.peek(other, "j"), allow(5, 0)) {
 			return
 		}
 	})
