@@ -86,7 +86,8 @@ type nanoClock interface {
 // Options configure a Store. The zero value is ready to use.
 type Options struct {
 	// MaxKeys caps the entries kept; an entry is one limit's state for one
-	// key, so a policy of two limits uses two entries per key. Default
+	// key, so a policy of two limits uses two entries per key (and a
+	// policy with a penalty one more per key it has denied). Default
 	// 1,000,000. With the default 64 shards each shard holds at most
 	// MaxKeys/64 entries.
 	MaxKeys int
@@ -809,7 +810,7 @@ func (sh *shard) makeRoom(keep []id, c clocks) {
 	if sh.len() < sh.max {
 		return
 	}
-	var buf [2 * sluice.MaxLimits]id
+	var buf [2*sluice.MaxLimits + 2]id
 	spared := sh.hint.spare(keep, &buf)
 	v := sh.choose(spared, c)
 	if !v.ok && len(spared) > len(keep) {
@@ -927,6 +928,13 @@ func (sh *shard) offer(v *victim, i uint64, keep []id, c clocks) (free, offered 
 	}
 	if e.exp <= c.now {
 		return true, true
+	}
+	if e.def == 0 {
+		// A penalty record: worth as much as a key at its limit while
+		// it blocks, so that a flood of new keys cannot lift a block;
+		// as little as can be otherwise (its offences still count).
+		v.consider(false, i, id{}, worth{penaltyWorth(e.st, c.ns), 1}, c.seen-e.seen)
+		return false, true
 	}
 	w, free := worthOf(sluice.DefRule(e.def), e.st, c.ns)
 	if free {

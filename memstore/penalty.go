@@ -92,3 +92,12 @@ func (s *Store) takePenalized(p *sluice.Policy, pen *sluice.Penalty, key string,
 	}
 	return sluice.MakeDecision(p, i, st, now)
 }
+
+// penaltyWorth is what keeping a penalty record st is worth at time ns, as
+// a fraction of one (see worth): all of it while it blocks, nothing after.
+func penaltyWorth(st algo.State, ns int64) int64 {
+	if ns < unpackPenalty(st).Until {
+		return 1
+	}
+	return 0
+}
