@@ -75,6 +75,25 @@ func TestPenaltyBlocksRepeatedFailures(t *testing.T) {
 				expect("blocked", "30")
 				clk.Advance(30 * time.Second)
 				expect("the second offence", "600")
+				if mode == httplimit.CountAfter {
+					// The admin view: the block shows, and a reset of
+					// the key lifts it (and forgets the failures).
+					key, err := lim.RuleKey("login", []string{"alice"})
+					if err != nil {
+						t.Fatal(err)
+					}
+					st, err := lim.PeekKey(t.Context(), "login", key, nil)
+					if err != nil || len(st) != 1 || st[0].Decision.Allowed || st[0].Decision.RetryAfter != 10*time.Minute {
+						t.Fatalf("PeekKey while blocked: %+v, %v; want blocked for 10m", st, err)
+					}
+					if err := lim.ResetKey(t.Context(), "login", key, nil); err != nil {
+						t.Fatal(err)
+					}
+					if resp := post(t, srv, "alice", "want=401"); resp.StatusCode != 401 {
+						t.Fatalf("after ResetKey: got %d, want 401", resp.StatusCode)
+					}
+					return
+				}
 				before := hits.Load()
 				clk.Advance(10 * time.Minute)
 				// 11 minutes on, three of the five failures have been
