@@ -17,6 +17,15 @@
 // which no script may span; there it checks every request before it charges
 // them, in two round trips.
 //
+// A policy with a penalty (sluice.Penalty) is decided by penalty.lua, which
+// wraps the decision's script: the key's penalty record lives in a key of
+// the same hash slot (the state keys' name with the suffix ":p"), and a
+// block, or the strike a denial adds, is read and written in the
+// decision's call. A blocked key is then answered from the local cache of
+// denials until its block ends; its other denials are never cached, so
+// that every strike reaches Redis. Such policies are not coalesced, and a
+// batch that holds one is decided request by request (see TakeAll).
+//
 // Takes and batches that arrive while the store's calls to Redis are busy
 // share the next call (Options.Coalesce): one script call then decides each
 // of them on its own, in order, atomically, exactly as separate calls would,
