@@ -21,7 +21,8 @@ var ErrPenaltyUnsupported = errors.New("sluice: store does not support penalties
 // Penalty blocks keys that keep being denied: escalating blocks for repeat
 // offenders, as a login endpoint wants against password guessing.
 //
-// Every request a policy's limits deny is a strike against its key. After
+// Every request a policy's limits deny when taken (Allow, AllowN,
+// TakeAll; not Peek or Reserve) is a strike against its key. After
 // strikes within one offence window make an offence: the key is then blocked
 // for Blocks[0] on its first offence, Blocks[1] on its second, and so on,
 // the last duration serving every offence beyond the list. While a key is
