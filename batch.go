@@ -38,7 +38,10 @@ type batchTaker interface {
 // every request first (Peek) and charges none if any
 // would be denied, then charges them in order; only a concurrent request
 // slipping between the check and the charge can then deny a later request
-// after earlier ones were charged, and those charges stay. len(out) must be
+// after earlier ones were charged, and those charges stay. When the check
+// finds a request denied, TakeAll still takes the denied requests whose
+// policies have a Penalty, so that their denials count as strikes (a
+// request admitted meanwhile is then charged). len(out) must be
 // at least len(reqs), or TakeAll returns ErrInvalidBatch.
 func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
 	if b, ok := store.(batchTaker); ok && len(reqs) > 1 {
@@ -68,6 +71,18 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		ok = ok && d.Allowed
 	}
 	if !ok {
+		// A penalized request's denial is a strike: Take counts it
+		// (and, denied, charges nothing).
+		for i, r := range reqs {
+			if r.Policy.penalty == nil || out[i].Allowed {
+				continue
+			}
+			d, err := store.Take(ctx, r.Policy, r.Key, r.N)
+			if err != nil {
+				return false, err
+			}
+			out[i] = d
+		}
 		return false, nil
 	}
 	for i, r := range reqs {

@@ -150,6 +150,9 @@ type Policy struct {
 	slots  []uint32
 	defs   []uint32
 	bucket bool // every rule is a bucket rule
+
+	penalty     *Penalty // nil for none
+	penaltySlot uint32
 }
 
 // slots numbers limit identities (policy name and index) within the
@@ -353,6 +356,13 @@ func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
 // algo's Rule.Carry and its log forms describe, and keep the carried state;
 // Peek carries it without writing; Reset removes the state whatever its
 // definition.
+//
+// For a policy with a Penalty, a store keeps each key's penalty record
+// (see PenaltyState) under the policy's name and decides it with the
+// request, atomically: Take, Peek and Reserve deny a blocked key with
+// BlockedDecision, charging nothing; a Take its limits deny is a strike
+// (Penalty.Strike); Reset forgets the record. A store that cannot returns
+// an error wrapping ErrPenaltyUnsupported rather than ignore the penalty.
 type Store interface {
 	// Take decides a request of cost n >= 1 for key under p and charges it
 	// to every limit if, and only if, every limit admits it.

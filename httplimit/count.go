@@ -158,6 +158,15 @@ func (l *Limiter) peekCounted(ctx context.Context, c *call) (denied, closed, fai
 			continue
 		}
 		d, err := tp.lim.Peek(ctx, e.Key)
+		if err == nil && !d.Allowed && !d.Degraded && tp.policy.PenaltyRef() != nil {
+			// A penalized rule counts the refusal as a strike: the
+			// store takes it (a refusal charges nothing) and may block.
+			// Should the take be admitted after all (a unit freed
+			// meanwhile), the request stays refused.
+			if t, terr := tp.lim.Allow(ctx, e.Key); terr == nil && !t.Allowed {
+				d = t
+			}
+		}
 		switch {
 		case err != nil:
 			e.Outcome, e.Err, failed = OutcomeError, err, true

@@ -238,14 +238,19 @@ func New(opts Options) (*Limiter, error) {
 			c.Count = r.Count.clone()
 		}
 		c.Allow = append([]*List(nil), r.Allow...)
+		if r.Penalty != nil {
+			pen := *r.Penalty
+			pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
+			c.Penalty = &pen
+		}
 		if r.Action != Exempt {
 			var err error
-			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit); err != nil {
+			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit, r.Penalty); err != nil {
 				return nil, err
 			}
 			c.tiers = make(map[string]*tierPolicy, len(r.Tiers))
 			for t, lim := range r.Tiers {
-				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, r.Name+"#"+t, lim); err != nil {
+				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, r.Name+"#"+t, lim, r.Penalty); err != nil {
 					return nil, err
 				}
 			}
@@ -263,11 +268,16 @@ func New(opts Options) (*Limiter, error) {
 // policy: the rule's name for its default limit, "<rule>#<tier>" for a
 // tier's, so that each tier keeps its own counters (policies of the same
 // name share state, and '#' cannot appear in a rule's name). Headers name
-// the rule.
-func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit) (*tierPolicy, error) {
+// the rule. pen, if not nil, is the rule's penalty.
+func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pen *sluice.Penalty) (*tierPolicy, error) {
 	p, err := sluice.NewPolicy(policy, lim)
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
+	}
+	if pen != nil {
+		if p, err = p.WithPenalty(*pen); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", name, err)
+		}
 	}
 	sl, err := sluice.NewWithPolicy(store, p)
 	if err != nil {

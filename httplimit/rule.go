@@ -139,6 +139,12 @@ type Rule struct {
 	// and the list's name); the other rules still apply. Not for Exempt
 	// rules.
 	Allow []*List
+	// Penalty, if set, blocks keys that keep exceeding the rule's limit,
+	// for longer on every offence (see sluice.Penalty): a blocked key's
+	// requests are refused until the block ends, and charged nothing. Each
+	// tier keeps its own offences. Not for Exempt or Delay rules; a
+	// client override's limit (NewClientOverride) carries no penalty.
+	Penalty *sluice.Penalty
 }
 
 // Validate checks everything about the rule that does not depend on other
@@ -178,8 +184,8 @@ func (r *Rule) Validate() error {
 		if len(r.Allow) > 0 {
 			return fmt.Errorf("%w: rule %q: an exempt rule takes no allow lists", ErrInvalidRule, r.Name)
 		}
-		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 || r.Count != nil {
-			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers, max delay or count", ErrInvalidRule, r.Name)
+		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 || r.Count != nil || r.Penalty != nil {
+			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers, max delay, count or penalty", ErrInvalidRule, r.Name)
 		}
 		return nil
 	}
@@ -217,6 +223,14 @@ func (r *Rule) Validate() error {
 		return fmt.Errorf("%w: rule %q: action delay needs a max delay above 0 and at most %v, not %v", ErrInvalidRule, r.Name, sluice.MaxWait, r.MaxDelay)
 	case r.Action != Delay && r.MaxDelay != 0:
 		return fmt.Errorf("%w: rule %q: max delay is only for action delay", ErrInvalidRule, r.Name)
+	}
+	if r.Penalty != nil {
+		if r.Action == Delay {
+			return fmt.Errorf("%w: rule %q: a penalty is not for action delay", ErrInvalidRule, r.Name)
+		}
+		if err := r.Penalty.Validate(); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Name, err)
+		}
 	}
 	return r.validateCount()
 }

@@ -68,6 +68,15 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	sec := s.sec(now, false)
 	for i, r := range reqs {
 		sh := h[i].sh
+		if r.Policy.PenaltyRef() != nil {
+			if d, blocked := sh.blocked(r.Policy, h[i].k0, h[i].k1, r.N, now); blocked {
+				// Evaluated all the same, so that the charges stay
+				// aligned with the requests; the batch is denied.
+				_, _, chs = sh.evaluate(s, r.Policy, h[i].k0, h[i].k1, clocks{now: sec, seen: sh.tick(), ns: now}, now, r.N, true, chs)
+				out[i], ok = d, false
+				continue
+			}
+		}
 		var (
 			b  int
 			st algo.Status
@@ -76,7 +85,13 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 		out[i] = sluice.MakeDecision(r.Policy, b, st, now)
 		ok = ok && st.Allowed
 		if !st.Allowed {
-			sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
+			if pen := r.Policy.PenaltyRef(); pen != nil {
+				if d, blocked := sh.strike(s, r.Policy, pen, h[i].k0, h[i].k1, r.N, now); blocked {
+					out[i] = d
+				}
+			} else {
+				sh.note(r.Policy, h[i].k0, h[i].k1, r.N, now, b, st)
+			}
 		}
 	}
 	if ok {

@@ -140,9 +140,10 @@ func (h *denyHint) clear() {
 	h.seq.Add(1)
 }
 
-// spare returns keep with the ids of the hinted key's entries added, in buf
+// spare returns keep with the ids of the hinted key's entries (and its
+// penalty record) added, in buf
 // when keep fits there. The caller holds the shard's lock.
-func (h *denyHint) spare(keep []id, buf *[2 * sluice.MaxLimits]id) []id {
+func (h *denyHint) spare(keep []id, buf *[2*sluice.MaxLimits + 2]id) []id {
 	p := h.policy.Load()
 	if p == nil {
 		return keep
@@ -151,6 +152,9 @@ func (h *denyHint) spare(keep []id, buf *[2 * sluice.MaxLimits]id) []id {
 	k0, k1 := h.k0.Load(), h.k1.Load()
 	for i := range p.Len() {
 		out = append(out, entryID(k0, k1, p.Slot(i)))
+	}
+	if p.PenaltyRef() != nil {
+		out = append(out, entryID(k0, k1, p.PenaltySlot()))
 	}
 	return out
 }

@@ -86,7 +86,8 @@ type nanoClock interface {
 // Options configure a Store. The zero value is ready to use.
 type Options struct {
 	// MaxKeys caps the entries kept; an entry is one limit's state for one
-	// key, so a policy of two limits uses two entries per key. Default
+	// key, so a policy of two limits uses two entries per key (and a
+	// policy with a penalty one more per key it has denied). Default
 	// 1,000,000. With the default 64 shards each shard holds at most
 	// MaxKeys/64 entries.
 	MaxKeys int
@@ -280,6 +281,9 @@ func (s *Store) Evicted() uint64 {
 
 // Take implements sluice.Store.
 func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
+	if pen := p.PenaltyRef(); pen != nil {
+		return s.takePenalized(p, pen, key, n), nil
+	}
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	if sh.mayHint(p, n) {
@@ -301,6 +305,12 @@ func (s *Store) Peek(_ context.Context, p *sluice.Policy, key string) (sluice.De
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
+	if p.PenaltyRef() != nil {
+		if d, ok := sh.blocked(p, k0, k1, 0, now); ok {
+			sh.mu.Unlock()
+			return d, nil
+		}
+	}
 	i, st := sh.decide(s, p, k0, k1, now, now, 0, false, false)
 	sh.mu.Unlock()
 	return sluice.MakeDecision(p, i, st, now), nil
@@ -312,6 +322,11 @@ func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if p.PenaltyRef() != nil {
+		if d, ok := sh.blocked(p, k0, k1, 0, now); ok {
+			return d, nil
+		}
+	}
 	sh.hint.clear()
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	var wait int64
@@ -373,6 +388,11 @@ func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
 			sh.tab.remove(j)
 		}
 		delete(sh.logs, k)
+	}
+	if p.PenaltyRef() != nil {
+		if j, ok := sh.tab.lookup(entryID(k0, k1, p.PenaltySlot())); ok {
+			sh.tab.remove(j)
+		}
 	}
 	return nil
 }
@@ -791,7 +811,7 @@ func (sh *shard) makeRoom(keep []id, c clocks) {
 	if sh.len() < sh.max {
 		return
 	}
-	var buf [2 * sluice.MaxLimits]id
+	var buf [2*sluice.MaxLimits + 2]id
 	spared := sh.hint.spare(keep, &buf)
 	v := sh.choose(spared, c)
 	if !v.ok && len(spared) > len(keep) {
@@ -909,6 +929,13 @@ func (sh *shard) offer(v *victim, i uint64, keep []id, c clocks) (free, offered 
 	}
 	if e.exp <= c.now {
 		return true, true
+	}
+	if e.def == 0 {
+		// A penalty record: worth as much as a key at its limit while
+		// it blocks, so that a flood of new keys cannot lift a block;
+		// as little as can be otherwise (its offences still count).
+		v.consider(false, i, id{}, worth{penaltyWorth(e.st, c.ns), 1}, c.seen-e.seen)
+		return false, true
 	}
 	w, free := worthOf(sluice.DefRule(e.def), e.st, c.ns)
 	if free {

@@ -30,6 +30,15 @@ import (
 // without calling Redis, and the other requests are left undecided, as zero
 // Decisions.
 //
+// A batch with a policy that has a penalty (sluice.Penalty) is not atomic
+// either, on any Redis: TakeAll peeks at every request and, if every one
+// would be admitted, takes them one after the other; otherwise it takes
+// the penalized requests that would be denied, so that their denials count
+// as strikes, and charges nothing else. A request racing another between
+// the steps can then be charged although the batch is denied, and a later
+// request denied after earlier ones were charged, as for a store without a
+// TakeAll of its own (see sluice.TakeAll).
+//
 // When Redis fails, the batch follows OnError: Local decides it atomically
 // on the fallback store (when that store can), Allow admits it, Deny denies
 // it; every Decision then has Degraded set.
@@ -40,7 +49,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if err := sluice.CheckBatch(reqs, out); err != nil {
 		return false, err
 	}
+	penalized := false
 	for _, r := range reqs {
+		penalized = penalized || r.Policy.PenaltyRef() != nil
 		c := s.compile(r.Policy)
 		if c.err != nil {
 			return false, c.err
@@ -63,6 +74,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				return false, nil
 			}
 		}
+	}
+	if penalized && len(reqs) > 1 {
+		return s.penalizedBatch(ctx, reqs, out)
 	}
 	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
 		return s.checkThenCharge(ctx, reqs, comp, out)
@@ -201,4 +215,46 @@ func each(reqs []sluice.Request, out []sluice.Decision, f func(sluice.Request) (
 		ok = ok && out[i].Allowed
 	}
 	return ok, nil
+}
+
+// penalizedBatch decides a batch with a penalized policy in it, request by
+// request (see TakeAll).
+func (s *Store) penalizedBatch(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
+	ok := true
+	for i, r := range reqs {
+		d, err := s.Peek(ctx, r.Policy, r.Key)
+		if err != nil {
+			return false, err
+		}
+		if d.Allowed && d.Remaining < r.N {
+			d.Allowed = false
+		}
+		out[i] = d
+		ok = ok && d.Allowed
+	}
+	if !ok {
+		// A penalized request's denial is a strike, counted by Take.
+		for i, r := range reqs {
+			if r.Policy.PenaltyRef() == nil || out[i].Allowed {
+				continue
+			}
+			d, err := s.Take(ctx, r.Policy, r.Key, r.N)
+			if err != nil {
+				return false, err
+			}
+			out[i] = d
+		}
+		return false, nil
+	}
+	for i, r := range reqs {
+		d, err := s.Take(ctx, r.Policy, r.Key, r.N)
+		if err != nil {
+			return false, err
+		}
+		out[i] = d
+		if !d.Allowed {
+			return false, nil
+		}
+	}
+	return true, nil
 }

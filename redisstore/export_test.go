@@ -50,3 +50,10 @@ func SetBreakerClock(s *Store, now func() time.Time) { s.breaker.now = now }
 // PlainLua is the text of the script the store sends for policies in plain
 // arithmetic, carry.lua included.
 var PlainLua = plainLua
+
+// Wide reports whether the store decides p with the script for big-number
+// arithmetic (sluice.lua, or its penalty form).
+func Wide(s *Store, p *sluice.Policy) bool {
+	c := s.compile(p).script
+	return c == wideScript || c == penaltyWideScript
+}

@@ -17,6 +17,15 @@
 // which no script may span; there it checks every request before it charges
 // them, in two round trips.
 //
+// A policy with a penalty (sluice.Penalty) is decided by penalty.lua, which
+// wraps the decision's script: the key's penalty record lives in a key of
+// the same hash slot (the state keys' name with the suffix ":p"), and a
+// block, or the strike a denial adds, is read and written in the
+// decision's call. A blocked key is then answered from the local cache of
+// denials until its block ends; its other denials are never cached, so
+// that every strike reaches Redis. Such policies are not coalesced, and a
+// batch that holds one is decided request by request (see TakeAll).
+//
 // Takes and batches that arrive while the store's calls to Redis are busy
 // share the next call (Options.Coalesce): one script call then decides each
 // of them on its own, in order, atomically, exactly as separate calls would,
@@ -130,6 +139,12 @@ var (
 
 	wideScript  = rueidis.NewLuaScript(wideLua)
 	plainScript = rueidis.NewLuaScript(plainLua)
+
+	// penalty.lua wraps either script for policies with a penalty.
+	//go:embed penalty.lua
+	penaltySource      string
+	penaltyPlainScript = rueidis.NewLuaScript(strings.ReplaceAll(penaltySource, "--[[decide]]", plainLua))
+	penaltyWideScript  = rueidis.NewLuaScript(strings.ReplaceAll(penaltySource, "--[[decide]]", wideLua))
 )
 
 // Failure is what the store does when Redis cannot decide.
@@ -527,7 +542,8 @@ type compiled struct {
 	args     []string // per limit: the script's eight arguments
 	take1    []string // the whole ARGV of a take of cost 1 at the server's time; read only
 	slots    []uint32
-	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it
+	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it; their penalty forms for a penalty
+	pen      []string     // for a penalty: the ARGV after the script's (see penalty.lua)
 }
 
 func (s *Store) compile(p *sluice.Policy) *compiled {
@@ -555,6 +571,18 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			strconv.Itoa(algCode(r.Algorithm())), strconv.FormatInt(r.Count(), 10), strconv.FormatInt(us, 10),
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
 		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
+	}
+	if pen := p.PenaltyRef(); pen != nil {
+		// The penalty record is read and written in the decision's call
+		// (penalty.lua). The deny cache tells the policy from its copy
+		// without a penalty, which shares its limits.
+		c.script = map[*rueidis.Lua]*rueidis.Lua{plainScript: penaltyPlainScript, wideScript: penaltyWideScript}[c.script]
+		blocks := make([]string, len(pen.Blocks))
+		for i, b := range pen.Blocks {
+			blocks[i] = strconv.FormatInt(int64(b/time.Microsecond), 10)
+		}
+		c.pen = []string{strconv.FormatInt(pen.Strikes(), 10), strconv.FormatInt(int64(pen.Forget/time.Microsecond), 10), strings.Join(blocks, ",")}
+		c.slots = append(c.slots, p.PenaltySlot())
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	actual, _ := s.policies.LoadOrStore(p, c)
@@ -670,12 +698,16 @@ func (s *Store) appendKeys(out []string, c *compiled, p *sluice.Policy, key stri
 		out = append(out, all[at:at+n], all[at+n:at+2*n+2])
 		at += 2*n + 2
 	}
+	if c.pen != nil {
+		// The penalty record: the same hash tag, suffix ":p".
+		out = append(out, all[:baseLen]+":p")
+	}
 	return out
 }
 
 // keys returns the Redis keys of key under p.
 func (s *Store) keys(c *compiled, p *sluice.Policy, key string) []string {
-	return s.appendKeys(make([]string, 0, 2*len(c.suffixes)), c, p, key)
+	return s.appendKeys(make([]string, 0, 2*len(c.suffixes)+1), c, p, key)
 }
 
 // call runs the script for key under p. It returns the script's reply,
@@ -692,10 +724,11 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 // callWithin is call within cctx, once the breaker has let it through.
 func (s *Store) callWithin(ctx, cctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
 	args := c.take1
-	if op != "take" || n != 1 || s.clock != nil {
-		args = make([]string, 0, 5+len(c.args))
+	if op != "take" || n != 1 || s.clock != nil || c.pen != nil {
+		args = make([]string, 0, 5+len(c.args)+len(c.pen))
 		args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
 		args = append(args, c.args...)
+		args = append(args, c.pen...)
 	}
 	want := 2 + 4*len(c.suffixes)
 	if op == "cancel" {
@@ -858,7 +891,13 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	}
 	d := decision(p, res)
 	if s.deny != nil {
-		s.remember(id, n, d)
+		if c.pen != nil && res[1] != -1 {
+			// A denial that does not block is a strike: every one must
+			// reach Redis.
+			s.deny.forget(id)
+		} else {
+			s.remember(id, n, d)
+		}
 	}
 	return d, nil
 }
@@ -943,6 +982,9 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
 	}
 	d := decision(p, res)
+	if res[1] == -1 {
+		return d, nil // blocked by the policy's penalty
+	}
 	wait := time.Duration(res[1]) * time.Microsecond
 	if res[1] > maxUs {
 		d.Allowed, d.RetryAfter = false, wait

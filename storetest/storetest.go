@@ -52,6 +52,13 @@
 //   - Reserve and Cancel as the leaky bucket as a queue: see
 //     sluice.Store.Reserve and sluice.Store.Cancel. A cancelled reservation
 //     gives its units back even when others are queued ahead of it.
+//   - Apply a policy's sluice.Penalty: a denial is a strike, After strikes
+//     block the key for the next of Blocks (the last one capped), a blocked
+//     key is denied with RetryAfter and ResetAfter up to the block's end
+//     (Remaining 0, Index 0) and charged nothing, Peek reports the block,
+//     strikes and offences are forgotten after Forget without a strike,
+//     and Reset lifts the block. A store that returns an error wrapping
+//     sluice.ErrPenaltyUnsupported for such a policy skips these cases.
 //   - Keep state at least until it is back to fresh. A store may forget it
 //     from then on (a TTL, a janitor): once the clock has reached the time
 //     a key's state was due to be fresh, the suite never steps the clock
@@ -143,6 +150,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 	t.Run("Model", s.testModel)
 	t.Run("TakeAll", s.testTakeAll)
 	t.Run("Carry", s.testCarry)
+	t.Run("Penalty", s.testPenalty)
 }
 
 type suite struct {

@@ -31,6 +31,7 @@ var docSections = []docSection{
 	{"ruleFields", "rules[].", ruleFields},
 	{"matchFields", "rules[].match.", matchFields},
 	{"countFields", "rules[].count.", countFields},
+	{"penaltyFields", "rules[].penalty.", penaltyFields},
 	{"tierLimitFields", "rules[].tiers.NAME.", tierLimitFields},
 	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
 	{"upstreamFields", "upstream.", upstreamFields},

@@ -14,7 +14,7 @@ import (
 )
 
 // ruleFields are the fields of a rule (rules[]).
-var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count", "allow"}
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty"}
 
 // tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
 var tierLimitFields = []string{"algorithm", "limit", "period", "burst"}
@@ -130,7 +130,7 @@ func (d *decoder) check(l sluice.Limit, spec *limitSpec, node *yaml.Node, path s
 func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	var r httplimit.Rule
 	var spec limitSpec
-	var keyNode, actionNode, maxDelayNode, countNode, allowNode *yaml.Node
+	var keyNode, actionNode, maxDelayNode, countNode, allowNode, penaltyNode *yaml.Node
 	tierSpecs := map[string]*limitSpec{}
 	tierNodes := map[string]*yaml.Node{}
 	var tierOrder []string
@@ -195,6 +195,9 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		case "count":
 			countNode = v
 			r.Count = d.count(v, p)
+		case "penalty":
+			penaltyNode = v
+			r.Penalty = d.penalty(v, p)
 		case "tiers":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
@@ -234,7 +237,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}} {
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}} {
 			if f.set {
 				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
 			}
@@ -292,6 +295,8 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		msg = strings.TrimPrefix(msg, httplimit.ErrInvalidRule.Error()+": ")
 		at, field := n, ""
 		switch {
+		case strings.Contains(msg, "penalty") && penaltyNode != nil:
+			at, field = penaltyNode, ".penalty"
 		case strings.Contains(msg, "count") && countNode != nil:
 			at, field = countNode, ".count"
 		case strings.Contains(msg, "max delay") && maxDelayNode != nil:
