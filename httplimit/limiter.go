@@ -139,10 +139,12 @@ type Limiter struct {
 	caseSensitive bool
 	// storeFailsClosed: the store's Degraded denials are failures.
 	storeFailsClosed bool
-	obs              Observer
-	overrides        Overrides
-	deny             []*List
-	pool             sync.Pool
+	// hasConc: some rule is a concurrency rule.
+	hasConc   bool
+	obs       Observer
+	overrides Overrides
+	deny      []*List
+	pool      sync.Pool
 }
 
 // compiled is a rule with its policies built.
@@ -150,6 +152,7 @@ type compiled struct {
 	Rule
 	def   *tierPolicy
 	tiers map[string]*tierPolicy
+	conc  *sluice.Concurrency // for a concurrency rule
 }
 
 // tierPolicy is a rule's policy for one tier, with its RateLimit-Policy item
@@ -243,7 +246,17 @@ func New(opts Options) (*Limiter, error) {
 			pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
 			c.Penalty = &pen
 		}
-		if r.Action != Exempt {
+		if r.Concurrency != nil {
+			ls, ok := opts.Store.(sluice.LeaseStore)
+			if !ok {
+				return nil, fmt.Errorf("%w: rule %q: the store keeps no leases (it is not a sluice.LeaseStore)", ErrInvalidRule, r.Name)
+			}
+			var err error
+			if c.conc, err = sluice.NewConcurrency(ls, r.Name, r.Concurrency.Limit, r.Concurrency.Lease); err != nil {
+				return nil, err
+			}
+			c.Concurrency = &ConcurrencyRule{Limit: r.Concurrency.Limit, Lease: r.Concurrency.Lease}
+		} else if r.Action != Exempt {
 			var err error
 			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit, r.Penalty); err != nil {
 				return nil, err
@@ -258,6 +271,7 @@ func New(opts Options) (*Limiter, error) {
 				c.def = tp
 			}
 		}
+		l.hasConc = l.hasConc || c.conc != nil
 		l.rules = append(l.rules, c)
 	}
 	l.pool.New = func() any { return new(call) }
@@ -396,6 +410,7 @@ type call struct {
 	out      []sluice.Decision
 	idx      []int // events index of each request in reqs
 	resv     []sluice.Reservation
+	leases   []*sluice.Lease
 	soft     []byte
 	cw       countWriter // see serveCounted
 }
@@ -414,6 +429,8 @@ func (c *call) reset() {
 	c.idx = c.idx[:0]
 	clear(c.resv)
 	c.resv = c.resv[:0]
+	clear(c.leases)
+	c.leases = c.leases[:0]
 	c.keyBuf = c.keyBuf[:0]
 	c.soft = c.soft[:0]
 	c.cw = countWriter{}
@@ -512,6 +529,12 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 		ev.Delay = delay
 	}
+	if l.hasConc {
+		if !l.acquireLeases(ctx, w, r, c) {
+			return
+		}
+		defer l.releaseLeases(ctx, c)
+	}
 	if c.counting() {
 		l.serveCounted(ctx, w, r, next, c)
 		return
@@ -565,7 +588,13 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			spans = append(spans, span{len(c.keyBuf), len(c.keyBuf)})
 			break
 		}
-		tp, ruleTier := l.policyOf(rule, r, &client)
+		var (
+			tp       *tierPolicy
+			ruleTier string
+		)
+		if rule.conc == nil {
+			tp, ruleTier = l.policyOf(rule, r, &client)
+		}
 		start := len(c.keyBuf)
 		skip := false
 		for _, k := range rule.Key {

@@ -145,6 +145,24 @@ type Rule struct {
 	// tier keeps its own offences. Not for Exempt or Delay rules; a
 	// client override's limit (NewClientOverride) carries no penalty.
 	Penalty *sluice.Penalty
+	// Concurrency, if set, makes the rule a concurrency rule: instead of
+	// a rate, it limits how many matching requests per key are in flight
+	// at once. Such a rule takes Match, Key, Missing, Allow and an Action
+	// of Reject or Delay (with MaxDelay, the longest a request waits for a
+	// free slot), and no Limit, Tiers, Count or Penalty.
+	Concurrency *ConcurrencyRule
+}
+
+// ConcurrencyRule is the limit of a concurrency rule (Rule.Concurrency).
+type ConcurrencyRule struct {
+	// Limit is the most requests per key in flight at once: 1 to
+	// sluice.MaxConcurrency.
+	Limit int64
+	// Lease is how long a slot stays taken if the process dies before the
+	// request ends (a request releases its slot when it ends, however
+	// long it ran): sluice.MinLease to sluice.MaxLease. Choose it longer
+	// than the slowest response.
+	Lease time.Duration
 }
 
 // Validate checks everything about the rule that does not depend on other
@@ -193,6 +211,9 @@ func (r *Rule) Validate() error {
 		if err := k.validate(); err != nil {
 			return fmt.Errorf("rule %q: %w", r.Name, err)
 		}
+	}
+	if r.Concurrency != nil {
+		return r.validateConcurrency()
 	}
 	check := func(tier string, l sluice.Limit) error {
 		where := ""
@@ -287,4 +308,24 @@ func hostMatches(pattern, host string) bool {
 		return len(host) > len(suffix)+1 && host[len(host)-len(suffix)-1] == '.' && strings.EqualFold(host[len(host)-len(suffix):], suffix)
 	}
 	return strings.EqualFold(pattern, host)
+}
+
+// validateConcurrency checks a concurrency rule's own fields.
+func (r *Rule) validateConcurrency() error {
+	c := r.Concurrency
+	switch {
+	case r.Action != Reject && r.Action != Delay:
+		return fmt.Errorf("%w: rule %q: a concurrency rule's action is reject or delay, not %s", ErrInvalidRule, r.Name, r.Action)
+	case r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.Count != nil || r.Penalty != nil:
+		return fmt.Errorf("%w: rule %q: a concurrency rule takes no limit, tiers, count or penalty", ErrInvalidRule, r.Name)
+	case c.Limit < 1 || c.Limit > sluice.MaxConcurrency:
+		return fmt.Errorf("%w: rule %q: concurrency %d, want 1 to %d", ErrInvalidRule, r.Name, c.Limit, sluice.MaxConcurrency)
+	case c.Lease < sluice.MinLease || c.Lease > sluice.MaxLease:
+		return fmt.Errorf("%w: rule %q: lease %v, want %v to %v", ErrInvalidRule, r.Name, c.Lease, sluice.MinLease, sluice.MaxLease)
+	case r.Action == Delay && (r.MaxDelay <= 0 || r.MaxDelay > sluice.MaxWait):
+		return fmt.Errorf("%w: rule %q: action delay needs a max delay above 0 and at most %v, not %v", ErrInvalidRule, r.Name, sluice.MaxWait, r.MaxDelay)
+	case r.Action != Delay && r.MaxDelay != 0:
+		return fmt.Errorf("%w: rule %q: max delay is only for action delay", ErrInvalidRule, r.Name)
+	}
+	return nil
 }

@@ -1,0 +1,190 @@
+package httplimit_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/memstore"
+)
+
+// outcomes records the request outcomes an Observer sees.
+type outcomes struct {
+	mu  sync.Mutex
+	got []httplimit.Outcome
+}
+
+func (o *outcomes) Observe(_ *http.Request, e *httplimit.Event) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.got = append(o.got, e.Outcome)
+}
+
+func (o *outcomes) last() httplimit.Outcome {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.got) == 0 {
+		return httplimit.Outcome(255)
+	}
+	return o.got[len(o.got)-1]
+}
+
+func concRuleServer(t *testing.T, rules ...httplimit.Rule) (*httptest.Server, gated, *outcomes) {
+	t.Helper()
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	obs := &outcomes{}
+	l, err := httplimit.New(httplimit.Options{Store: s, Rules: rules, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gated{started: make(chan struct{}, 16), release: make(chan struct{})}
+	srv := httptest.NewServer(l.Handler(g))
+	t.Cleanup(srv.Close)
+	return srv, g, obs
+}
+
+func exportRule(limit int64) httplimit.Rule {
+	return httplimit.Rule{
+		Name:        "exports",
+		Match:       httplimit.Match{Paths: []string{"/export/*"}},
+		Concurrency: &httplimit.ConcurrencyRule{Limit: limit, Lease: time.Hour},
+	}
+}
+
+// A concurrency rule lets limit requests be in flight, answers the next
+// 429 with the concurrency headers, and frees a slot when a response ends,
+// even by a panic.
+func TestConcurrencyRuleLimitsInFlight(t *testing.T) {
+	srv, g, obs := concRuleServer(t, exportRule(2))
+	done := make(chan int, 2)
+	for _, q := range []string{"", "?panic=1"} {
+		go func() { done <- status(srv.URL + "/export/a" + q) }()
+		<-g.started
+	}
+	resp := get(t, srv.URL+"/export/b")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third request in flight: got %d, want 429", resp.StatusCode)
+	}
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"exports";q=2;qu="concurrent-requests"`; got != want {
+		t.Errorf("RateLimit-Policy: got %s, want %s", got, want)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "3600" {
+		t.Errorf("Retry-After: got %q, want 3600", got)
+	}
+	if got := obs.last(); got != httplimit.OutcomeLimited {
+		t.Errorf("outcome: got %s, want limited", got)
+	}
+	close(g.release) // both responses end, one by a panic
+	<-done
+	<-done
+	for range 2 {
+		go func() { <-g.started }()
+		if resp := get(t, srv.URL+"/export/c"); resp.StatusCode != http.StatusOK {
+			t.Fatalf("after the responses ended: got %d, want 200", resp.StatusCode)
+		}
+	}
+	if got := obs.last(); got != httplimit.OutcomeAllowed {
+		t.Errorf("outcome: got %s, want allowed", got)
+	}
+}
+
+// With action delay, a request waits for a slot and is served when one
+// frees up.
+func TestConcurrencyRuleDelay(t *testing.T) {
+	r := exportRule(1)
+	r.Action, r.MaxDelay = httplimit.Delay, time.Minute
+	srv, g, obs := concRuleServer(t, r)
+	first := make(chan int)
+	go func() { first <- status(srv.URL + "/export/a") }()
+	<-g.started
+	second := make(chan int)
+	go func() { second <- status(srv.URL + "/export/b") }()
+	select {
+	case <-g.started:
+		t.Fatal("a second request ran while the first held the only slot")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release <- struct{}{}
+	if got := <-first; got != http.StatusOK {
+		t.Fatalf("first: got %d, want 200", got)
+	}
+	<-g.started
+	if got := obs.last(); got != httplimit.OutcomeDelayed {
+		t.Errorf("waiting request's outcome: got %s, want delayed", got)
+	}
+	g.release <- struct{}{}
+	if got := <-second; got != http.StatusOK {
+		t.Fatalf("second, after waiting: got %d, want 200", got)
+	}
+}
+
+// When a later concurrency rule refuses a request, the slot an earlier one
+// gave it is released.
+func TestConcurrencyRuleRefusalReleasesEarlierSlots(t *testing.T) {
+	all := httplimit.Rule{Name: "all", Key: []httplimit.KeyPart{httplimit.Global()}, Concurrency: &httplimit.ConcurrencyRule{Limit: 2, Lease: time.Hour}}
+	user := httplimit.Rule{Name: "user", Key: []httplimit.KeyPart{httplimit.Header("User")}, Concurrency: &httplimit.ConcurrencyRule{Limit: 1, Lease: time.Hour}}
+	srv, g, _ := concRuleServer(t, all, user)
+	req := func(u string) int {
+		r, _ := http.NewRequest("GET", srv.URL, nil)
+		r.Header.Set("User", u)
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return -1
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	first := make(chan int)
+	go func() { first <- req("u1") }()
+	<-g.started
+	if got := req("u1"); got != http.StatusTooManyRequests {
+		t.Fatalf("u1's second request: got %d, want 429", got)
+	}
+	// Had the refused request kept its slot of "all", this one would find
+	// none free.
+	second := make(chan int)
+	go func() { second <- req("u2") }()
+	<-g.started
+	close(g.release)
+	if a, b := <-first, <-second; a != http.StatusOK || b != http.StatusOK {
+		t.Fatalf("got %d and %d, want 200 and 200", a, b)
+	}
+}
+
+// A concurrency rule needs a store that keeps leases.
+func TestConcurrencyRuleNeedsLeaseStore(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	defer s.Close()
+	_, err := httplimit.New(httplimit.Options{Store: struct{ sluice.Store }{s}, Rules: []httplimit.Rule{exportRule(1)}})
+	if !errors.Is(err, httplimit.ErrInvalidRule) {
+		t.Fatalf("got %v, want ErrInvalidRule", err)
+	}
+}
+
+func TestConcurrencyRuleValidate(t *testing.T) {
+	for name, mod := range map[string]func(*httplimit.Rule){
+		"zero limit":     func(r *httplimit.Rule) { r.Concurrency.Limit = 0 },
+		"no lease":       func(r *httplimit.Rule) { r.Concurrency.Lease = 0 },
+		"rate limit too": func(r *httplimit.Rule) { r.Limit = sluice.Limit{Algorithm: sluice.TokenBucket, Count: 1, Period: time.Second} },
+		"shadow":         func(r *httplimit.Rule) { r.Action = httplimit.Shadow },
+		"delay no wait":  func(r *httplimit.Rule) { r.Action = httplimit.Delay },
+		"wait not delay": func(r *httplimit.Rule) { r.MaxDelay = time.Second },
+		"penalty":        func(r *httplimit.Rule) { r.Penalty = &sluice.Penalty{} },
+	} {
+		r := exportRule(1)
+		mod(&r)
+		if err := r.Validate(); !errors.Is(err, httplimit.ErrInvalidRule) {
+			t.Errorf("%s: got %v, want ErrInvalidRule", name, err)
+		}
+	}
+	r := exportRule(1)
+	if err := r.Validate(); err != nil {
+		t.Errorf("valid rule: %v", err)
+	}
+}
