@@ -169,9 +169,11 @@ func TestConcurrencyRuleNeedsLeaseStore(t *testing.T) {
 
 func TestConcurrencyRuleValidate(t *testing.T) {
 	for name, mod := range map[string]func(*httplimit.Rule){
-		"zero limit":     func(r *httplimit.Rule) { r.Concurrency.Limit = 0 },
-		"no lease":       func(r *httplimit.Rule) { r.Concurrency.Lease = 0 },
-		"rate limit too": func(r *httplimit.Rule) { r.Limit = sluice.Limit{Algorithm: sluice.TokenBucket, Count: 1, Period: time.Second} },
+		"zero limit": func(r *httplimit.Rule) { r.Concurrency.Limit = 0 },
+		"no lease":   func(r *httplimit.Rule) { r.Concurrency.Lease = 0 },
+		"rate limit too": func(r *httplimit.Rule) {
+			r.Limit = sluice.Limit{Algorithm: sluice.TokenBucket, Count: 1, Period: time.Second}
+		},
 		"shadow":         func(r *httplimit.Rule) { r.Action = httplimit.Shadow },
 		"delay no wait":  func(r *httplimit.Rule) { r.Action = httplimit.Delay },
 		"wait not delay": func(r *httplimit.Rule) { r.MaxDelay = time.Second },

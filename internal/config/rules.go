@@ -14,7 +14,7 @@ import (
 )
 
 // ruleFields are the fields of a rule (rules[]).
-var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty"}
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty", "concurrency", "lease"}
 
 // tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
 var tierLimitFields = []string{"algorithm", "limit", "period", "burst"}
@@ -131,6 +131,8 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	var r httplimit.Rule
 	var spec limitSpec
 	var keyNode, actionNode, maxDelayNode, countNode, allowNode, penaltyNode *yaml.Node
+	var concNode, leaseNode *yaml.Node
+	var conc httplimit.ConcurrencyRule
 	tierSpecs := map[string]*limitSpec{}
 	tierNodes := map[string]*yaml.Node{}
 	var tierOrder []string
@@ -198,6 +200,16 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		case "penalty":
 			penaltyNode = v
 			r.Penalty = d.penalty(v, p)
+		case "concurrency":
+			concNode = v
+			if c, ok := d.integer(v, p, 1, sluice.MaxConcurrency); ok {
+				conc.Limit = c
+			}
+		case "lease":
+			leaseNode = v
+			if t, ok := d.duration(v, p, sluice.MinLease, sluice.MaxLease); ok {
+				conc.Lease = t
+			}
 		case "tiers":
 			v = resolve(v)
 			if v.Kind != yaml.MappingNode {
@@ -237,12 +249,18 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}} {
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}, {concNode != nil, "concurrency"}, {leaseNode != nil, "lease"}} {
 			if f.set {
 				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
 			}
 		}
 		return r, len(d.err.Problems) == before
+	}
+	if concNode != nil || leaseNode != nil {
+		return d.concurrencyRule(n, path, r, conc, before, concNode, leaseNode, actionNode, maxDelayNode, map[string]bool{
+			"algorithm": spec.hasAlg, "limit": spec.hasCount, "period": spec.hasPeriod, "burst": spec.hasBurst,
+			"tiers": len(tierSpecs) > 0, "count": countNode != nil, "penalty": penaltyNode != nil,
+		})
 	}
 	for _, f := range []struct {
 		set  bool
@@ -352,4 +370,45 @@ func (d *decoder) match(n *yaml.Node, path string, m *httplimit.Match) {
 			}
 		}
 	})
+}
+
+// concurrencyRule finishes a rule that sets concurrency or lease: a limit
+// on requests in flight, which takes both and none of the rate fields.
+func (d *decoder) concurrencyRule(n *yaml.Node, path string, r httplimit.Rule, conc httplimit.ConcurrencyRule, before int, concNode, leaseNode, actionNode, maxDelayNode *yaml.Node, rateFields map[string]bool) (httplimit.Rule, bool) {
+	for _, f := range []string{"algorithm", "limit", "period", "burst", "tiers", "count", "penalty"} {
+		if rateFields[f] {
+			d.add(n, path+"."+f, "a concurrency rule (one with concurrency and lease) takes no %s", f)
+		}
+	}
+	if concNode == nil {
+		d.add(n, path+".concurrency", "missing: a rule with a lease needs concurrency, the most requests in flight at once")
+	}
+	if leaseNode == nil {
+		d.add(n, path+".lease", "missing: a rule with concurrency needs a lease, how long a slot outlives a process that dies")
+	}
+	if len(d.err.Problems) > before {
+		return r, false
+	}
+	r.Concurrency = &conc
+	if err := r.Validate(); err != nil {
+		msg := strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": ")
+		at, field := n, ""
+		switch {
+		case strings.Contains(msg, "max delay") && maxDelayNode != nil:
+			at, field = maxDelayNode, ".max_delay"
+		case strings.Contains(msg, "max delay"):
+			field = ".max_delay"
+		case strings.Contains(msg, "action") && actionNode != nil:
+			at, field = actionNode, ".action"
+		case strings.Contains(msg, "lease"):
+			at, field = leaseNode, ".lease"
+		case strings.Contains(msg, "concurrency"):
+			at, field = concNode, ".concurrency"
+		case strings.Contains(msg, "path"):
+			field = ".match"
+		}
+		d.add(at, path+field, "%s", msg)
+		return r, false
+	}
+	return r, true
 }
