@@ -49,3 +49,12 @@ func TestConcurrencyRuleProblems(t *testing.T) {
 		}
 	}
 }
+
+// Forward-auth never sees a response end, so a concurrency rule could not
+// hold its slot there.
+func TestConcurrencyRuleNotWithForwardAuth(t *testing.T) {
+	_, err := config.Parse([]byte("server:\n  forward_auth: { listen: 127.0.0.1:8083, trusted_proxies: [127.0.0.1] }\nrules:\n  - {name: a, concurrency: 2, lease: 1m}\n"), "c.yaml")
+	if err == nil || !strings.Contains(err.Error(), "rules[0].concurrency: a concurrency rule holds a slot") {
+		t.Fatalf("got %v, want a problem at rules[0].concurrency", err)
+	}
+}

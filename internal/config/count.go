@@ -95,7 +95,13 @@ func parseStatus(s string) (code, class int, err error) {
 func (d *decoder) checkCountForwardAuth(rulesNode *yaml.Node, rules []httplimit.Rule) {
 	nodes := resolve(rulesNode).Content
 	for i, r := range rules {
-		if r.Count == nil || i >= len(nodes) {
+		if i >= len(nodes) {
+			continue
+		}
+		if r.Concurrency != nil {
+			d.add(lookup(nodes[i], "concurrency"), fmt.Sprintf("rules[%d].concurrency", i), "a concurrency rule holds a slot until the response ends; forward-auth (server.forward_auth) never sees it end, so the slot would be given back at once")
+		}
+		if r.Count == nil {
 			continue
 		}
 		d.add(lookup(nodes[i], "count"), fmt.Sprintf("rules[%d].count", i), "counting by outcome needs the gateway to see the response; forward-auth (server.forward_auth) never does, so this rule would never count")
