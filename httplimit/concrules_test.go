@@ -148,9 +148,15 @@ func TestConcurrencyRuleRefusalReleasesEarlierSlots(t *testing.T) {
 	}
 	// Had the refused request kept its slot of "all", this one would find
 	// none free.
-	second := make(chan int)
+	second := make(chan int, 1)
 	go func() { second <- req("u2") }()
-	<-g.started
+	select {
+	case <-g.started:
+	case got := <-second:
+		close(g.release)
+		<-first
+		t.Fatalf("u2: got %d without reaching the upstream, want it served", got)
+	}
 	close(g.release)
 	if a, b := <-first, <-second; a != http.StatusOK || b != http.StatusOK {
 		t.Fatalf("got %d and %d, want 200 and 200", a, b)
