@@ -119,6 +119,7 @@ func (l *Limiter) tooManyConcurrentRule(w http.ResponseWriter, rule *compiled, d
 		b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
 		h[headerRateLimit] = []string{string(b)}
 	}
+	delete(h, headerReset) // a rate rule's, from writeHeaders
 	if l.headers&HeadersLegacy != 0 {
 		h[headerLimit] = []string{strconv.FormatInt(d.Limit, 10)}
 		h[headerRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}

@@ -149,7 +149,9 @@ type Rule struct {
 	// a rate, it limits how many matching requests per key are in flight
 	// at once. Such a rule takes Match, Key, Missing, Allow and an Action
 	// of Reject or Delay (with MaxDelay, the longest a request waits for a
-	// free slot), and no Limit, Tiers, Count or Penalty.
+	// free slot), and no Limit, Tiers, Count or Penalty. It adds no
+	// rate-limit headers to the responses it admits; its 429s carry
+	// RateLimit-Policy with qu="concurrent-requests".
 	Concurrency *ConcurrencyRule
 }
 
