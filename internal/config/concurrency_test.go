@@ -58,3 +58,22 @@ func TestConcurrencyRuleNotWithForwardAuth(t *testing.T) {
 		t.Fatalf("got %v, want a problem at rules[0].concurrency", err)
 	}
 }
+
+// FuzzConcurrencyRule checks that every concurrency rule the parser accepts
+// validates, and that no input makes it panic.
+func FuzzConcurrencyRule(f *testing.F) {
+	for _, s := range []string{"concurrency: 2, lease: 30s", "concurrency: 1, lease: 1ms, action: delay, max_delay: 1s", "concurrency: -1, lease: 1s", "concurrency: 2, lease: [1s]", "lease: 1s, limit: 3", "concurrency: 1000001, lease: 25h, action: soft"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, fields string) {
+		c, err := config.Parse([]byte("upstream: builtin:echo\nrules: [{name: a, "+fields+"}]\n"), "f.yaml")
+		if err != nil {
+			return
+		}
+		for _, r := range c.Limiter.Rules {
+			if err := r.Validate(); err != nil {
+				t.Fatalf("accepted %q, but the rule does not validate: %v", fields, err)
+			}
+		}
+	})
+}
