@@ -58,6 +58,18 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		out[0] = d
 		return err == nil && d.Allowed, err
 	}
+	return TakeEach(ctx, store, reqs, out)
+}
+
+// TakeEach decides a batch request by request, as TakeAll does for a store
+// without a batch decision of its own: it checks every request (Peek) and
+// charges none if any would be denied, except that the denied requests
+// whose policies have a Penalty are taken so that their denials count as
+// strikes; otherwise it charges them in order, and stops at a request that
+// a concurrent one slipping between the check and the charge has made
+// denied. It does not validate the batch: the caller has, with CheckBatch.
+// Stores use it for batches they cannot decide atomically.
+func TakeEach(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
 	ok := true
 	for i, r := range reqs {
 		d, err := store.Peek(ctx, r.Policy, r.Key)

@@ -76,7 +76,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 	}
 	if penalized && len(reqs) > 1 {
-		return s.penalizedBatch(ctx, reqs, out)
+		return sluice.TakeEach(ctx, s, reqs, out)
 	}
 	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
 		return s.checkThenCharge(ctx, reqs, comp, out)
@@ -215,46 +215,4 @@ func each(reqs []sluice.Request, out []sluice.Decision, f func(sluice.Request) (
 		ok = ok && out[i].Allowed
 	}
 	return ok, nil
-}
-
-// penalizedBatch decides a batch with a penalized policy in it, request by
-// request (see TakeAll).
-func (s *Store) penalizedBatch(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error) {
-	ok := true
-	for i, r := range reqs {
-		d, err := s.Peek(ctx, r.Policy, r.Key)
-		if err != nil {
-			return false, err
-		}
-		if d.Allowed && d.Remaining < r.N {
-			d.Allowed = false
-		}
-		out[i] = d
-		ok = ok && d.Allowed
-	}
-	if !ok {
-		// A penalized request's denial is a strike, counted by Take.
-		for i, r := range reqs {
-			if r.Policy.PenaltyRef() == nil || out[i].Allowed {
-				continue
-			}
-			d, err := s.Take(ctx, r.Policy, r.Key, r.N)
-			if err != nil {
-				return false, err
-			}
-			out[i] = d
-		}
-		return false, nil
-	}
-	for i, r := range reqs {
-		d, err := s.Take(ctx, r.Policy, r.Key, r.N)
-		if err != nil {
-			return false, err
-		}
-		out[i] = d
-		if !d.Allowed {
-			return false, nil
-		}
-	}
-	return true, nil
 }
