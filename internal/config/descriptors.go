@@ -470,6 +470,26 @@ type limitNodes struct {
 	count, unit, period, alg, burst *yaml.Node
 }
 
+// set records v as the node of a limit's field key, and reports whether
+// key is one.
+func (ln *limitNodes) set(key string, v *yaml.Node) bool {
+	switch key {
+	case "requests_per_unit":
+		ln.count = v
+	case "unit":
+		ln.unit = v
+	case "period":
+		ln.period = v
+	case "algorithm":
+		ln.alg = v
+	case "burst":
+		ln.burst = v
+	default:
+		return false
+	}
+	return true
+}
+
 func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	n = resolve(n)
 	if n.Kind != yaml.MappingNode {
@@ -481,17 +501,10 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	var unlimitedNode, limitsNode *yaml.Node
 	d.stringFields(n, path, rateLimitFields, inRateLimit, func(key string, v *yaml.Node) {
 		p := path + "." + key
+		if ln.set(key, v) {
+			return
+		}
 		switch key {
-		case "requests_per_unit":
-			ln.count = v
-		case "unit":
-			ln.unit = v
-		case "period":
-			ln.period = v
-		case "algorithm":
-			ln.alg = v
-		case "burst":
-			ln.burst = v
 		case "limits":
 			limitsNode = v
 		case "unlimited":
@@ -619,20 +632,7 @@ func (d *decoder) limits(n *yaml.Node, path string) []sluice.Limit {
 			continue
 		}
 		var ln limitNodes
-		d.stringFields(item, p, limitFields, nil, func(key string, v *yaml.Node) {
-			switch key {
-			case "requests_per_unit":
-				ln.count = v
-			case "unit":
-				ln.unit = v
-			case "period":
-				ln.period = v
-			case "algorithm":
-				ln.alg = v
-			case "burst":
-				ln.burst = v
-			}
-		})
+		d.stringFields(item, p, limitFields, nil, func(key string, v *yaml.Node) { ln.set(key, v) })
 		if l, ok := d.limit(item, ln, p); ok {
 			out = append(out, l)
 		}
