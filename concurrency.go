@@ -62,6 +62,15 @@ type LeaseStatus struct {
 	ResetAfter time.Duration
 	// Time is the store's time of the call.
 	Time time.Time
+	// Degraded reports an answer from a store's failure path (its backend
+	// could not be asked): a lease granted there may be held only locally,
+	// or nowhere, and a refusal may mean the store fails closed rather than
+	// that no slot is free.
+	Degraded bool
+	// Holder is, for a granted lease, the store that holds it when that is
+	// not the store asked (a fallback store, say): the lease's Renew and
+	// Release go there. Nil means the store asked.
+	Holder LeaseStore
 }
 
 // Concurrency limits how many units of work run at once per key (5 exports
@@ -107,6 +116,9 @@ func (c *Concurrency) Name() string { return c.name }
 // Limit returns the most leases held at once per key.
 func (c *Concurrency) Limit() int64 { return c.limit }
 
+// Store returns the store that holds the leases.
+func (c *Concurrency) Store() LeaseStore { return c.store }
+
 // LeaseTimeout returns how long a lease lives unless renewed.
 func (c *Concurrency) LeaseTimeout() time.Duration { return c.lease }
 
@@ -130,7 +142,16 @@ func (c *Concurrency) Acquire(ctx context.Context, key string) (*Lease, Decision
 	if !st.Granted {
 		return nil, d, nil
 	}
-	return &Lease{c: c, key: key, id: id, expires: st.Time.Add(c.lease)}, d, nil
+	return c.newLease(key, id, st), d, nil
+}
+
+// newLease returns the lease id granted for key with status st.
+func (c *Concurrency) newLease(key, id string, st LeaseStatus) *Lease {
+	store := st.Holder
+	if store == nil {
+		store = c.store
+	}
+	return &Lease{c: c, store: store, key: key, id: id, expires: st.Time.Add(c.lease)}
 }
 
 // Wait acquires a slot for key, waiting for one to free up while the
@@ -172,6 +193,7 @@ func (c *Concurrency) decision(st LeaseStatus) Decision {
 		RetryAfter: st.RetryAfter,
 		ResetAfter: st.ResetAfter,
 		Time:       st.Time,
+		Degraded:   st.Degraded,
 	}
 }
 
@@ -188,9 +210,10 @@ func newLeaseID() (string, error) {
 // Lease is a slot held by Acquire. Release it when the work ends. Its
 // methods are safe for concurrent use.
 type Lease struct {
-	c   *Concurrency
-	key string
-	id  string
+	c     *Concurrency
+	store LeaseStore // where the lease is held: see LeaseStatus.Holder
+	key   string
+	id    string
 
 	mu       sync.Mutex
 	expires  time.Time // on the store's clock
@@ -211,25 +234,38 @@ func (l *Lease) Expires() time.Time {
 	return l.expires
 }
 
+// Name returns the name of the Concurrency the lease belongs to.
+func (l *Lease) Name() string { return l.c.name }
+
 // Release gives the slot back. It is idempotent: releasing a lease twice,
 // or one that has expired, does nothing and returns nil, even if another
 // holder has the slot by now. On a nil Lease it does nothing. If the store
 // fails, Release returns the error and may be called again; the lease
 // expires by itself in any case.
 func (l *Lease) Release(ctx context.Context) error {
+	_, err := l.ReleaseHeld(ctx)
+	return err
+}
+
+// ReleaseHeld is Release that also reports whether the lease was still
+// held when released: false if it had expired, or been reset or released
+// before, so that the work ran part of the time without a slot (another
+// holder may have had it). On a nil Lease it reports false.
+func (l *Lease) ReleaseHeld(ctx context.Context) (bool, error) {
 	if l == nil {
-		return nil
+		return false, nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
-		return nil
+		return false, nil
 	}
-	if _, err := l.c.store.Release(ctx, l.c.name, l.key, l.id); err != nil {
-		return err
+	st, err := l.store.Release(ctx, l.c.name, l.key, l.id)
+	if err != nil {
+		return false, err
 	}
 	l.released = true
-	return nil
+	return st.Granted, nil
 }
 
 // ErrLeaseLost reports a Renew of a lease that has expired or been
@@ -246,7 +282,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if l.released {
 		return fmt.Errorf("%w: %s", ErrLeaseLost, l.id)
 	}
-	st, err := l.c.store.Renew(ctx, l.c.name, l.key, l.id, l.c.lease)
+	st, err := l.store.Renew(ctx, l.c.name, l.key, l.id, l.c.lease)
 	if err != nil {
 		return err
 	}
@@ -256,4 +292,50 @@ func (l *Lease) Renew(ctx context.Context) error {
 	}
 	l.expires = st.Time.Add(l.c.lease)
 	return nil
+}
+
+// LeaseInspector is a LeaseStore that can report and drop the leases of a
+// key, for Concurrency.Peek and Concurrency.Reset (an operator's view).
+// memstore.Store and redisstore.Store implement it.
+type LeaseInspector interface {
+	// Leases forgets the expired leases of key under name and reports
+	// those held: InUse, ResetAfter and, when limit or more are held,
+	// RetryAfter, the time until the earliest expires. Granted is false.
+	Leases(ctx context.Context, name, key string, limit int64) (LeaseStatus, error)
+	// ResetLeases drops every lease of key under name: their slots are
+	// free at once, and their holders' Release and Renew find them gone.
+	ResetLeases(ctx context.Context, name, key string) error
+}
+
+// ErrNoInspect reports a LeaseStore that is not a LeaseInspector.
+var ErrNoInspect = errors.New("sluice: the lease store cannot inspect or reset leases")
+
+// Peek reports the leases of key without taking one: Allowed tells whether
+// a slot is free, Remaining how many, RetryAfter (when none is) the time
+// until the earliest lease expires by itself, ResetAfter the time until
+// the last one does. The store must be a LeaseInspector (ErrNoInspect
+// otherwise).
+func (c *Concurrency) Peek(ctx context.Context, key string) (Decision, error) {
+	li, ok := c.store.(LeaseInspector)
+	if !ok {
+		return Decision{}, ErrNoInspect
+	}
+	st, err := li.Leases(ctx, c.name, key, c.limit)
+	if err != nil {
+		return Decision{}, err
+	}
+	d := c.decision(st)
+	d.Allowed = st.InUse < c.limit
+	return d, nil
+}
+
+// Reset drops every lease of key, freeing its slots at once (for an
+// operator clearing slots held by work known to be gone). The store must be
+// a LeaseInspector (ErrNoInspect otherwise).
+func (c *Concurrency) Reset(ctx context.Context, key string) error {
+	li, ok := c.store.(LeaseInspector)
+	if !ok {
+		return ErrNoInspect
+	}
+	return li.ResetLeases(ctx, c.name, key)
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -110,4 +112,92 @@ func ExampleConcurrency() {
 	// third: allowed=false retry_after=30s
 	// after a release: allowed=true remaining=0
 	// after the timeout: allowed=true remaining=1
+}
+
+// At most 2 exports at once per user and 3 an hour: a user refused a slot
+// keeps the rate, and a user over the rate holds no slot.
+func ExampleConcurrency_AcquireTake() {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Clock: clk})
+	defer store.Close()
+
+	perHour, err := sluice.New(store, "exports", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 3, Period: time.Hour})
+	if err != nil {
+		panic(err)
+	}
+	exports, err := sluice.NewConcurrency(store, "exports", 2, 10*time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	first, _, _ := exports.AcquireTake(ctx, perHour, "user-1", 1)
+	exports.AcquireTake(ctx, perHour, "user-1", 1)
+	_, a, _ := exports.AcquireTake(ctx, perHour, "user-1", 1)
+	fmt.Printf("third at once: slot=%v rate remaining=%d\n", a.Slot.Allowed, a.Rate.Remaining)
+
+	first.Release(ctx)
+	third, a, _ := exports.AcquireTake(ctx, perHour, "user-1", 1)
+	fmt.Printf("after a release: allowed=%v rate remaining=%d\n", a.Allowed(), a.Rate.Remaining)
+	third.Release(ctx)
+
+	_, a, _ = exports.AcquireTake(ctx, perHour, "user-1", 1)
+	fmt.Printf("fourth in the hour: rate=%v retry_after=%v slots free=%d\n", a.Rate.Allowed, a.Rate.RetryAfter, a.Slot.Remaining)
+	// Output:
+	// third at once: slot=false rate remaining=1
+	// after a release: allowed=true rate remaining=0
+	// fourth in the hour: rate=false retry_after=20m0s slots free=1
+}
+
+// WaitTake waits for a slot that a release frees, and gives up at once on
+// a rate that would not admit the request within the wait.
+func TestWaitTake(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	mem := memstore.New(memstore.Options{Clock: clk})
+	defer mem.Close()
+	store := &countingStore{Store: mem}
+	lim, _ := sluice.New(store, "w", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 2, Period: time.Hour})
+	c, _ := sluice.NewConcurrency(store, "w", 1, time.Hour)
+	ctx := context.Background()
+	held, a, err := c.AcquireTake(ctx, lim, "k", 1)
+	if err != nil || !a.Allowed() {
+		t.Fatalf("first: %+v, %v", a, err)
+	}
+	got := make(chan sluice.Admission, 1)
+	go func() {
+		l, a, err := c.WaitTake(ctx, lim, "k", 1, time.Hour, time.Millisecond)
+		if err != nil {
+			t.Error(err)
+		}
+		l.Release(ctx)
+		got <- a
+	}()
+	// The waiter cannot have the slot until it is released: wait until it
+	// has been refused at least once (its every refusal uncharged), then
+	// release.
+	for store.acquireTakes.Load() < 2 {
+		runtime.Gosched()
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-got; !a.Allowed() || a.Rate.Remaining != 0 {
+		t.Fatalf("after the release: got %+v, want admitted with the rate spent", a)
+	}
+	// The rate is spent for 30 minutes: a wait of 10 ends at once.
+	_, a, err = c.WaitTake(ctx, lim, "k", 1, 10*time.Minute, 0)
+	if err != nil || a.Rate.Allowed || a.Rate.RetryAfter != 30*time.Minute {
+		t.Fatalf("rate spent: got %+v, %v, want refused, retry 30m", a, err)
+	}
+}
+
+// countingStore is a memory store that counts its atomic rate-and-slot
+// decisions, so that a test can tell a waiter has asked.
+type countingStore struct {
+	*memstore.Store
+	acquireTakes atomic.Int64
+}
+
+func (s *countingStore) AcquireTake(ctx context.Context, p *sluice.Policy, n int64, name, key, id string, limit int64, lease time.Duration) (sluice.Decision, sluice.LeaseStatus, error) {
+	s.acquireTakes.Add(1)
+	return s.Store.AcquireTake(ctx, p, n, name, key, id, limit, lease)
 }

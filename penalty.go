@@ -129,6 +129,9 @@ func (p *Policy) WithPenalty(pen Penalty) (*Policy, error) {
 	if err := pen.Validate(); err != nil {
 		return nil, fmt.Errorf("policy %q: %w", p.name, err)
 	}
+	if p.sync.Mode != SyncExact {
+		return nil, fmt.Errorf("%w: policy %q: a penalty needs sync exact, not %s", ErrInvalidPenalty, p.name, p.sync.Mode)
+	}
 	q := *p
 	pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
 	q.penalty = &pen

@@ -28,6 +28,11 @@
 // delays requests instead of rejecting them, is Reserve and Wait on a bucket
 // policy. See package algo for the arithmetic.
 //
+// A FixedWindow or SlidingWindow limit with a Calendar is a calendar quota:
+// Count per day, week, month or year of a time zone, from a billing anchor
+// (10,000 a month renewed on the 15th at 09:00 Berlin time), beside rate
+// limits in one policy; Policy.WithAnchor gives a client its own anchor.
+//
 // # Decisions and errors
 //
 // A denial is a result, not an error: Allow returns a Decision whose Allowed
@@ -50,6 +55,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // Algorithm names a rate-limiting algorithm; see package algo.
@@ -106,11 +112,22 @@ type Limit struct {
 	// Burst is the most units TokenBucket and GCRA admit at once from a
 	// fresh key. Zero means Count. Window algorithms take no Burst.
 	Burst int64
+	// Calendar, if set, makes a FixedWindow or SlidingWindow limit a
+	// calendar quota: Count units per period of the calendar (a day, week,
+	// month or year of a time zone, from a billing anchor) instead of per
+	// Period-long window aligned to the Unix epoch. Period must then be
+	// zero. Decisions' ResetAfter and RetryAfter count to the period's
+	// true end, such as the next anchor day. See package calendar, and
+	// Policy.WithAnchor for per-client anchors.
+	Calendar *calendar.Calendar
 }
 
 // String returns a compact form such as "gcra 10/1s burst 20".
 func (l Limit) String() string {
 	r, err := l.compile()
+	if err != nil && l.Calendar != nil {
+		return fmt.Sprintf("%s %d/%s (invalid)", l.Algorithm, l.Count, l.Calendar)
+	}
 	if err != nil {
 		return fmt.Sprintf("%s %d/%v burst %d (invalid)", l.Algorithm, l.Count, l.Period, l.Burst)
 	}
@@ -125,7 +142,18 @@ func (l Limit) Validate() error {
 }
 
 func (l Limit) compile() (algo.Rule, error) {
-	r, err := algo.Compile(l.Algorithm, l.Count, l.Period, l.Burst)
+	var r algo.Rule
+	var err error
+	switch {
+	case l.Calendar != nil && l.Period != 0:
+		err = fmt.Errorf("%s: period %v: a calendar limit's period is its calendar's (leave Period zero)", l.Algorithm, l.Period)
+	case l.Calendar != nil && l.Burst != 0:
+		err = fmt.Errorf("%s: burst %d: a calendar limit takes no burst", l.Algorithm, l.Burst)
+	case l.Calendar != nil:
+		r, err = algo.CompileCalendar(l.Algorithm, l.Count, l.Calendar)
+	default:
+		r, err = algo.Compile(l.Algorithm, l.Count, l.Period, l.Burst)
+	}
 	if err != nil {
 		return r, fmt.Errorf("%w: %w", ErrInvalidLimit, err)
 	}
@@ -153,6 +181,8 @@ type Policy struct {
 
 	penalty     *Penalty // nil for none
 	penaltySlot uint32
+
+	sync Sync // see WithSync
 }
 
 // slots numbers limit identities (policy name and index) within the
@@ -189,10 +219,14 @@ var defs struct {
 type defKey struct {
 	alg                  Algorithm
 	count, period, burst int64
+	cal                  string // the calendar's String, if any
 }
 
 func defOf(r algo.Rule) uint32 {
-	k := defKey{r.Algorithm(), r.Count(), int64(r.Period()), r.Burst()}
+	k := defKey{alg: r.Algorithm(), count: r.Count(), period: int64(r.Period()), burst: r.Burst()}
+	if c := r.Calendar(); c != nil {
+		k.cal = c.String()
+	}
 	defs.Lock()
 	defer defs.Unlock()
 	if defs.m == nil {
@@ -254,6 +288,36 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 // Name returns the policy's name.
 func (p *Policy) Name() string { return p.name }
 
+// WithAnchor returns the policy with a client's own billing anchor applied
+// to its calendar limits (see calendar.Calendar.WithAnchor: the time of day
+// for every unit, the day for months and years), or p itself when it has
+// no calendar limit or the anchor changes none. The result keeps p's name
+// and penalty, so it shares p's counters: a key decided only under one
+// anchor keeps its state exactly, and a key whose anchor changes has its
+// usage carried to the new periods as for any change of definition.
+// Policies are cheap but not free to build; callers deciding many requests
+// for one client should keep the result.
+func (p *Policy) WithAnchor(a calendar.Anchor) *Policy {
+	limits, changed := p.Limits(), false
+	for i, l := range limits {
+		if l.Calendar == nil {
+			continue
+		}
+		if c := l.Calendar.WithAnchor(a); c != l.Calendar {
+			limits[i].Calendar, changed = c, true
+		}
+	}
+	if !changed {
+		return p
+	}
+	q, err := NewPolicy(p.name, limits...)
+	if err != nil { // unreachable: only valid calendars changed
+		return p
+	}
+	q.penalty, q.penaltySlot = p.penalty, p.penaltySlot
+	return q
+}
+
 // Limits returns a copy of the policy's limits.
 func (p *Policy) Limits() []Limit { return append([]Limit(nil), p.limits...) }
 
@@ -277,7 +341,7 @@ func (p *Policy) ID(i int) string { return p.ids[i] }
 func (p *Policy) Slot(i int) uint32 { return p.slots[i] }
 
 // Def returns a process-wide number for the definition of limit i (its
-// algorithm, Count, Period and Burst, as compiled): equal definitions get
+// algorithm, Count, Period, Burst and calendar, as compiled): equal definitions get
 // equal numbers, whatever the policies' names. It is never zero.
 // In-process stores record it with a state and, when a decision finds a
 // state recorded under another number, carry it from DefRule of that

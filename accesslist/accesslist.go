@@ -3,8 +3,9 @@
 // (API keys, user IDs), with a parser for list files of one entry a line.
 //
 // Lookups take O(log n) (IPSet: a binary search over sorted, merged
-// address ranges) or O(1) (KeySet: a map) whatever the list's size, and
-// never allocate. Both are immutable once built and safe for concurrent
+// address ranges) or O(1) (KeySet: a map, behind a Bloom filter for large
+// sets that rules out most absent keys in one cache line) whatever the
+// list's size, and never allocate. Both are immutable once built and safe for concurrent
 // use.
 package accesslist
 
@@ -12,6 +13,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"net/netip"
 	"slices"
 )
@@ -25,9 +27,17 @@ var ErrEmpty = errors.New("accesslist: the list has no entries")
 // IPv6 address and no IPv4 one, as 0.0.0.0/0 holds every IPv4 address.
 type IPSet struct {
 	v4 []range4 // sorted by lo, disjoint and not adjacent
-	v6 []range6
-	n  int // networks given
+	// v4top is the lo of every v4Block-th range of v4, for large sets: a
+	// lookup searches it (small enough to stay in the cache) and then one
+	// block of v4 (a cache line), where a binary search over all of v4
+	// would miss the cache at most of its steps.
+	v4top []uint32
+	v6    []range6
+	n     int // networks given
 }
+
+// v4Block is how many IPv4 ranges (8 bytes each) a cache line holds.
+const v4Block = 8
 
 type range4 struct{ lo, hi uint32 }
 
@@ -81,6 +91,12 @@ func NewIPSet(prefixes []netip.Prefix) (*IPSet, error) {
 	}
 	s.v4 = merge4(s.v4)
 	s.v6 = merge6(s.v6)
+	if len(s.v4) > 8*v4Block {
+		s.v4top = make([]uint32, 0, (len(s.v4)+v4Block-1)/v4Block)
+		for i := 0; i < len(s.v4); i += v4Block {
+			s.v4top = append(s.v4top, s.v4[i].lo)
+		}
+	}
 	return s, nil
 }
 
@@ -155,6 +171,22 @@ func (s *IPSet) Contains(a netip.Addr) bool {
 		b := a.As4()
 		x := binary.BigEndian.Uint32(b[:])
 		rs := s.v4
+		if top := s.v4top; top != nil {
+			// The last block starting at or below x holds the candidate.
+			i, j := 0, len(top)
+			for i < j {
+				h := int(uint(i+j) >> 1)
+				if top[h] <= x {
+					i = h + 1
+				} else {
+					j = h
+				}
+			}
+			if i == 0 {
+				return false
+			}
+			rs = rs[(i-1)*v4Block : min(i*v4Block, len(rs))]
+		}
 		// The last range starting at or below x is the only candidate.
 		i, j := 0, len(rs)
 		for i < j {
@@ -202,7 +234,15 @@ func (s *IPSet) Ranges() int {
 // KeySet is a set of strings, compared exactly (case-sensitively).
 type KeySet struct {
 	m map[string]struct{}
+	// absent, for large sets, answers most lookups of keys not in the set
+	// from one cache line, where the map would miss the cache: requests
+	// from clients on no list are the common case.
+	absent *bloom
 }
+
+// bloomMin is the smallest set that gets a filter: smaller maps stay in
+// the cache.
+const bloomMin = 4096
 
 // NewKeySet returns the set of keys; duplicates are kept once.
 func NewKeySet(keys []string) *KeySet {
@@ -210,7 +250,14 @@ func NewKeySet(keys []string) *KeySet {
 	for _, k := range keys {
 		m[k] = struct{}{}
 	}
-	return &KeySet{m: m}
+	s := &KeySet{m: m}
+	if len(m) >= bloomMin {
+		s.absent = newBloom(len(m))
+		for k := range m {
+			s.absent.add(k)
+		}
+	}
+	return s
 }
 
 // Contains reports whether k is in the set. A nil set holds nothing. It
@@ -219,8 +266,53 @@ func (s *KeySet) Contains(k string) bool {
 	if s == nil {
 		return false
 	}
+	if s.absent != nil && !s.absent.mayContain(k) {
+		return false
+	}
 	_, ok := s.m[k]
 	return ok
+}
+
+// bloom is a blocked Bloom filter: each key sets bloomBits bits within one
+// 512-bit block (a cache line), about 10 bits per key, so that a key not
+// added is told apart in one cache line about 99 times in 100. It never
+// says no to a key that was added.
+type bloom struct {
+	seed   maphash.Seed
+	blocks [][8]uint64
+}
+
+const bloomBits = 6
+
+func newBloom(n int) *bloom {
+	nb := max((n*10+511)/512, 1)
+	return &bloom{seed: maphash.MakeSeed(), blocks: make([][8]uint64, nb)}
+}
+
+// locate returns k's block and the hash whose bits choose its bits.
+func (b *bloom) locate(k string) (*[8]uint64, uint64) {
+	h := maphash.String(b.seed, k)
+	blk := &b.blocks[(h>>32)*uint64(len(b.blocks))>>32]
+	return blk, h * 0x9e3779b97f4a7c15 // mix the bits the block did not use
+}
+
+func (b *bloom) add(k string) {
+	blk, h := b.locate(k)
+	for i := range bloomBits {
+		bit := h >> (9 * i) & 511
+		blk[bit>>6] |= 1 << (bit & 63)
+	}
+}
+
+func (b *bloom) mayContain(k string) bool {
+	blk, h := b.locate(k)
+	for i := range bloomBits {
+		bit := h >> (9 * i) & 511
+		if blk[bit>>6]&(1<<(bit&63)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Len returns the number of distinct keys.

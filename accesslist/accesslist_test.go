@@ -2,8 +2,10 @@ package accesslist
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -263,4 +265,95 @@ func BenchmarkContains(b *testing.B) {
 			k.Contains(keys[i&4095])
 		}
 	})
+}
+
+// A large KeySet's filter never turns away a key in the set, and lets
+// through few that are not: the map decides those.
+func TestKeySetFilter(t *testing.T) {
+	keys := make([]string, 100_000)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("partner-%d", i)
+	}
+	s := NewKeySet(keys)
+	if s.absent == nil {
+		t.Fatal("a set of 100,000 keys has no filter")
+	}
+	for _, k := range keys {
+		if !s.Contains(k) {
+			t.Fatalf("%q: not found", k)
+		}
+	}
+	passed := 0
+	const tries = 100_000
+	for i := range tries {
+		k := fmt.Sprintf("client-%d", i)
+		if s.absent.mayContain(k) {
+			passed++
+		}
+		if s.Contains(k) {
+			t.Fatalf("%q: found, but it is not in the set", k)
+		}
+	}
+	// About 1% with 10 bits a key and 6 bits in a block; 3% would mean a
+	// broken hash or layout.
+	if rate := float64(passed) / tries; rate > 0.03 {
+		t.Errorf("the filter let through %.2f%% of absent keys, want about 1%%", 100*rate)
+	} else {
+		t.Logf("the filter let through %.2f%% of absent keys", 100*rate)
+	}
+	if small := NewKeySet(keys[:10]); small.absent != nil || !small.Contains("partner-3") || small.Contains("partner-10") {
+		t.Error("a small set: want no filter and exact answers")
+	}
+}
+
+// TestIPSetMatchesPrefixes compares Contains, on sets small and large
+// enough for the block index, with a check of every prefix, at random
+// addresses and at the edges of every network.
+func TestIPSetMatchesPrefixes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, n := range []int{1, 7, 64, 65, 200, 5000} {
+		var ps []netip.Prefix
+		for range n {
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], rng.Uint32()>>rng.IntN(4)) // crowd some of them low
+			ps = append(ps, netip.PrefixFrom(netip.AddrFrom4(b), 8+rng.IntN(25)).Masked())
+		}
+		s, err := NewIPSet(ps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 8*v4Block && len(s.v4) > 8*v4Block && s.v4top == nil {
+			t.Fatalf("%d networks: no block index", n)
+		}
+		want := func(a netip.Addr) bool {
+			for _, p := range ps {
+				if p.Contains(a) {
+					return true
+				}
+			}
+			return false
+		}
+		var probes []netip.Addr
+		for range 2000 {
+			var b [4]byte
+			binary.BigEndian.PutUint32(b[:], rng.Uint32()>>rng.IntN(4))
+			probes = append(probes, netip.AddrFrom4(b))
+		}
+		for _, p := range ps {
+			lo := p.Addr()
+			b := lo.As4()
+			var hb [4]byte
+			binary.BigEndian.PutUint32(hb[:], binary.BigEndian.Uint32(b[:])|uint32(uint64(1)<<(32-p.Bits())-1))
+			hi := netip.AddrFrom4(hb)
+			probes = append(probes, lo, lo.Prev(), hi, hi.Next())
+		}
+		for _, a := range probes {
+			if !a.IsValid() {
+				continue
+			}
+			if got := s.Contains(a); got != want(a) {
+				t.Fatalf("%d networks: Contains(%v) = %v, want %v", n, a, got, !got)
+			}
+		}
+	}
 }

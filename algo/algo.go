@@ -30,6 +30,10 @@
 //   - SlidingLog: one timestamp per admitted request; never more than Count
 //     in any window of one Period.
 //
+// FixedWindow and SlidingWindow rules built with CompileCalendar count per
+// period of a Calendar (such as the months of a time zone from a billing
+// anchor) instead of per Period-long window aligned to the epoch.
+//
 // # Changing a rule
 //
 // A store keeps a key's state when its limit's definition changes, and
@@ -163,6 +167,9 @@ type Rule struct {
 	capacity u128
 	// Dividers for the divisors of every decision.
 	divL, divP, divPeriod divider
+	// cal, if not nil, gives the windows of a window rule instead of
+	// period (see CompileCalendar).
+	cal Calendar
 }
 
 // Compile validates a rule and precomputes what the algorithms need. Burst
@@ -234,8 +241,12 @@ func (r *Rule) Burst() int64 { return r.burst }
 // Capacity returns the largest cost a single request may have.
 func (r *Rule) Capacity() int64 { return r.burst }
 
-// String returns a compact form such as "gcra 10/1s burst 20".
+// String returns a compact form such as "gcra 10/1s burst 20", or
+// "fixed_window 1000/month anchor=15" for a calendar rule.
 func (r *Rule) String() string {
+	if r.cal != nil {
+		return fmt.Sprintf("%s %d/%s", r.alg, r.count, r.cal)
+	}
 	s := fmt.Sprintf("%s %d/%v", r.alg, r.count, time.Duration(r.period))
 	if r.alg.IsBucket() && r.burst != r.count {
 		s += fmt.Sprintf(" burst %d", r.burst)

@@ -28,9 +28,9 @@ package algo
 // fresh quota, except for usage the old state no longer holds.
 
 // Equal reports whether r and o have the same definition: algorithm, Count,
-// Period and Burst.
+// Period and Burst, and the same calendar.
 func (r *Rule) Equal(o *Rule) bool {
-	return r.alg == o.alg && r.count == o.count && r.period == o.period && r.burst == o.burst
+	return r.alg == o.alg && r.count == o.count && r.period == o.period && r.burst == o.burst && r.sameWindows(o)
 }
 
 // Used returns the units st holds against r at time now, a partly used unit
@@ -48,31 +48,41 @@ func (r *Rule) Used(st State, now int64) int64 {
 	case TokenBucket, GCRA:
 		return r.divP.divCeil(r.debt(st, now))
 	case FixedWindow:
-		if now < st.T+r.period || st.T > now {
+		if start, _ := r.span(st.T, now); st.T >= start {
 			return st.A
 		}
 		return 0
 	case SlidingWindow:
-		start, prev, cur := r.slidingCounts(st, now)
-		p := uint64(r.period)
+		start, end, prev, cur := r.slidingCounts(st, now)
+		p := uint64(end - start)
 		e := uint64(max(now-start, 0))
-		return r.divPeriod.divCeil(mul(uint64(prev), p-e).add(mul(uint64(cur), p)))
+		x := mul(uint64(prev), p-e).add(mul(uint64(cur), p))
+		if r.cal == nil {
+			return r.divPeriod.divCeil(x)
+		}
+		q, rem := x.divmod(p)
+		if rem != 0 {
+			return q.int64() + 1
+		}
+		return q.int64()
 	}
 	return 0
 }
 
-// slidingCounts returns the window start and the previous and current
-// counts of a SlidingWindow state at now, rolling the window over as
-// evalSliding does.
-func (r *Rule) slidingCounts(st State, now int64) (start, prev, cur int64) {
-	start = r.startFor(st.T, now)
+// slidingCounts returns the window [start, end) and the previous and
+// current counts of a SlidingWindow state at now, rolling the window over.
+func (r *Rule) slidingCounts(st State, now int64) (start, end, prev, cur int64) {
+	start, end = r.span(st.T, now)
 	switch {
 	case st.T >= start: // the same window, or a clock that stepped back
-		return st.T, st.A, st.B
-	case st.T+r.period == start:
-		return start, st.B, 0
+		if st.T != start {
+			end = r.endOf(st.T)
+		}
+		return st.T, end, st.A, st.B
+	case st.T != 0 && st.T == r.prevOf(start):
+		return start, end, st.B, 0
 	}
-	return start, 0, 0
+	return start, end, 0, 0
 }
 
 // LogUsed returns the units lg holds against the SlidingLog rule r at time
@@ -106,7 +116,7 @@ func (r *Rule) Carry(from *Rule, st State, now int64) State {
 			return State{}
 		}
 		return r.state(d, now)
-	case r.alg == SlidingWindow && from.alg == SlidingWindow && r.period == from.period:
+	case r.alg == SlidingWindow && from.alg == SlidingWindow && r.sameWindows(from):
 		if st == (State{}) {
 			return st
 		}
@@ -126,9 +136,11 @@ func (r *Rule) holding(u, now int64) State {
 	case TokenBucket, GCRA:
 		return r.state(mul(uint64(u), r.p), now)
 	case FixedWindow:
-		return State{T: r.windowStart(now), A: u}
+		start, _ := r.Window(now)
+		return State{T: start, A: u}
 	case SlidingWindow:
-		return State{T: r.windowStart(now), B: u}
+		start, _ := r.Window(now)
+		return State{T: start, B: u}
 	}
 	return State{}
 }

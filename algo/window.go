@@ -23,8 +23,12 @@ func (r *Rule) startFor(known, now int64) int64 {
 
 // evalFixed implements FixedWindow: State{T: window start, A: count}.
 func (r *Rule) evalFixed(st State, now, n int64) (State, Status) {
-	start, count := r.startFor(st.T, now), int64(0)
+	start, end := r.span(st.T, now)
+	count := int64(0)
 	if st.T >= start { // the same window, or a clock that stepped back
+		if st.T != start {
+			end = r.endOf(st.T)
+		}
 		start, count = st.T, st.A
 	}
 	cost := max(n, 1)
@@ -34,31 +38,23 @@ func (r *Rule) evalFixed(st State, now, n int64) (State, Status) {
 		count += n
 		next = State{T: start, A: count}
 	}
-	end := start + r.period - now
 	if !s.Allowed {
-		s.RetryAfter = end
+		s.RetryAfter = end - now
 	}
 	s.Remaining = r.count - count
 	if count > 0 {
-		s.ResetAfter = end
+		s.ResetAfter = end - now
 	}
 	return next, s
 }
 
 // evalSliding implements SlidingWindow: State{T: current window start, A:
 // previous count, B: current count}. The estimate prev×(P−e)/P + cur, with e the time
-// elapsed in the current window, is compared with Count after multiplying
-// through by P, so no division rounds it.
+// elapsed in the current window and P its length, is compared with Count
+// after multiplying through by P, so no division rounds it.
 func (r *Rule) evalSliding(st State, now, n int64) (State, Status) {
-	start := r.startFor(st.T, now)
-	prev, cur := int64(0), int64(0)
-	switch {
-	case st.T >= start: // the same window, or a clock that stepped back
-		start, prev, cur = st.T, st.A, st.B
-	case st.T+r.period == start:
-		prev = st.B
-	}
-	p := uint64(r.period)
+	start, end, prev, cur := r.slidingCounts(st, now)
+	p := uint64(end - start)
 	e := uint64(max(now-start, 0))
 	weighted := mul(uint64(prev), p-e) // prev×(P−e)
 	limit := mul(uint64(r.count), p)   // Count×P
@@ -71,30 +67,40 @@ func (r *Rule) evalSliding(st State, now, n int64) (State, Status) {
 		next = State{T: start, A: prev, B: cur}
 	}
 	if !s.Allowed {
-		s.RetryAfter = r.slidingRetry(start, now, prev, cur, cost)
+		s.RetryAfter = r.slidingRetry(start, end, now, prev, cur, cost)
 	}
-	rem, _ := r.divPeriod.divmod(limit.subFloor(weighted.add(mul(uint64(cur), p))))
-	s.Remaining = rem.int64()
+	s.Remaining = r.divWindow(limit.subFloor(weighted.add(mul(uint64(cur), p))), p)
 	switch {
 	case cur > 0:
-		s.ResetAfter = start + 2*r.period - now
+		s.ResetAfter = r.endOf(end) - now
 	case prev > 0:
-		s.ResetAfter = start + r.period - now
+		s.ResetAfter = end - now
 	}
 	return next, s
 }
 
+// divWindow returns floor(x/p) for a window of p ns: the rule's divider
+// for fixed-length windows, a division for calendar periods.
+func (r *Rule) divWindow(x u128, p uint64) int64 {
+	if r.cal == nil {
+		q, _ := r.divPeriod.divmod(x)
+		return q.int64()
+	}
+	return x.div(p)
+}
+
 // slidingRetry returns how long until a request of cost n fits, given the
-// window starting at start with counts prev and cur that it did not fit.
-func (r *Rule) slidingRetry(start, now, prev, cur, n int64) int64 {
-	p := uint64(r.period)
+// window [start, end) with counts prev and cur that it did not fit.
+func (r *Rule) slidingRetry(start, end, now, prev, cur, n int64) int64 {
 	if cur+n > r.count {
 		// Only after the window rolls over, when cur becomes the previous
-		// count, and once cur×(P−e) <= (Count−n)×P.
-		keep := mul(uint64(r.count-n), p).div(uint64(cur)) // < P
-		return start + r.period - now + r.period - keep
+		// count, and once cur×(P'−e) <= (Count−n)×P' in the next window,
+		// of length P'.
+		next := r.endOf(end)
+		keep := mul(uint64(r.count-n), uint64(next-end)).div(uint64(cur)) // < P'
+		return next - now - keep
 	}
 	// Within this window, once prev×(P−e) <= (Count−cur−n)×P.
-	keep := mul(uint64(r.count-cur-n), p).div(uint64(prev))
-	return start + r.period - keep - now
+	keep := mul(uint64(r.count-cur-n), uint64(end-start)).div(uint64(prev))
+	return end - keep - now
 }

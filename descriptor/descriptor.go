@@ -35,6 +35,13 @@
 // unless the wildcard entry sets ShareThreshold, in which case every value
 // it matches shares one counter. Match.Key is that counter key, for use with
 // Rule.Policy.
+//
+// # Penalties and lists
+//
+// A RateLimit's Penalty goes into its rule's policy (sluice.Policy.WithPenalty),
+// so the store blocks a counter key that keeps being denied. A Set may carry
+// allow and deny lists of entry values (WithLists), which the service
+// consults before matching: Denied and AllowListedBy.
 package descriptor
 
 import (
@@ -45,6 +52,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // ErrInvalid is wrapped by every error New returns for a tree that cannot be
@@ -131,6 +139,14 @@ type Descriptor struct {
 	RateLimit *RateLimit
 	// ShadowMode makes the node's limit report, never deny.
 	ShadowMode bool
+	// Enforce, if set, enforces the node's limit on only a share of its
+	// counters, chosen by the counter's key (Match.Key) and salted with the
+	// node's MetricKey (see sluice.Rollout); the others run in shadow
+	// mode. Nil enforces every counter. Only for a node with a limit (not
+	// unlimited, not in shadow mode) whose path counts some level per
+	// value (a default entry, or a wildcard without ShareThreshold): a
+	// node counted as one counter has no share of keys to choose from.
+	Enforce *sluice.Rollout
 	// DetailedMetric puts the request's value in the metric name of a node
 	// reached through a default or wildcard entry (see Match.MetricName).
 	DetailedMetric bool
@@ -158,7 +174,10 @@ type RateLimit struct {
 	RequestsPerUnit uint32
 	Unit            Unit
 	// Limits, when not empty, are the node's limits instead of
-	// RequestsPerUnit and Unit.
+	// RequestsPerUnit and Unit. A limit with a Calendar is a calendar
+	// quota: its Display is in the protocol's unit of its period (DAY,
+	// WEEK, MONTH, YEAR), and Rule.WithAnchor counts it from a client's
+	// anchor. Unit Month and Year stay fixed windows of 30 and 365 days.
 	Limits []sluice.Limit
 	// Unlimited means never limited; it takes no unit, count or Limits.
 	Unlimited bool
@@ -167,6 +186,19 @@ type RateLimit struct {
 	// Replaces lists names of limits that this one replaces when both apply
 	// to one request (see ApplyReplaces).
 	Replaces []string
+	// Penalty, if set, blocks a counter key that keeps being denied, for
+	// longer on every offence (see sluice.Penalty): the rule's policy
+	// carries it (sluice.Policy.WithPenalty), so a blocked key is denied
+	// until the block ends, whatever its limits say. Not for an unlimited
+	// rate limit nor for zero requests per unit (nothing is counted to
+	// strike). A request's own limit (Set.Override) and an operator's
+	// (KeyOverride) replace the rule and its penalty.
+	Penalty *sluice.Penalty
+	// Sync is how a store shared between processes keeps the limit's
+	// counters in step (see sluice.Policy.WithSync); the zero value is
+	// exact. Lease and async need token_bucket, gcra or fixed_window
+	// limits, and no penalty.
+	Sync sluice.Sync
 }
 
 // Display is one limit of a rule as the Envoy protocol shows it in
@@ -198,6 +230,9 @@ type Rule struct {
 	// ShadowMode, QuotaMode, DetailedMetric and ValueToMetric are the
 	// node's flags.
 	ShadowMode, QuotaMode, DetailedMetric, ValueToMetric bool
+	// Enforce is the node's Enforce: nil enforces every counter (see
+	// Match.Shadow).
+	Enforce *sluice.Rollout
 	// MetricKey is the node's name for metrics, as envoyproxy/ratelimit
 	// forms it: the domain and each level's key or key_value, joined by
 	// dots ("messaging.message_type_marketing.to_number").
@@ -209,7 +244,24 @@ type Rule struct {
 	segments []string // per level: key or key_value, as in MetricKey
 	variable []bool   // per level: matched through a default or wildcard entry
 	override bool     // built for a request's own limit
+	// anchors holds the rule's copies for the billing anchors requests
+	// named (WithAnchor); nil unless a limit is a calendar quota.
+	anchors *anchorCache
 }
+
+// displayOf returns the display of l: for a calendar quota, Count per its
+// calendar unit (day, week, month or year), with the unit's nominal length
+// (a month 30 days, a year 365, as the protocol's units) as Period.
+func displayOf(l sluice.Limit) Display {
+	if l.Calendar == nil {
+		return display(l.Count, l.Period)
+	}
+	u := calendarUnits[l.Calendar.Spec().Unit]
+	return Display{Count: l.Count, Period: u.Duration(), RequestsPerUnit: uint32(min(l.Count, 1<<32-1)), Unit: u}
+}
+
+// calendarUnits maps a calendar unit to the protocol's unit of that name.
+var calendarUnits = map[calendar.Unit]Unit{calendar.Day: Day, calendar.Week: Week, calendar.Month: Month, calendar.Year: Year}
 
 func display(count int64, period time.Duration) Display {
 	d := Display{Count: count, Period: period}

@@ -529,3 +529,57 @@ func TestAllowListed(t *testing.T) {
 		}
 	}
 }
+
+// TestOverrideDefinitionsBounded sends descriptors' own limits with ever
+// new counts, as a caller who chooses its limits can: the process-wide
+// registry of limit definitions (measured by the number the next new
+// definition gets) must stop growing at MaxOverrideDefinitions, the
+// limits beyond it are refused with ErrTooManyOverrides, and the limits
+// admitted before keep working, on this Set and on a rebuilt one.
+func TestOverrideDefinitionsBounded(t *testing.T) {
+	probe := func(count int64) uint32 {
+		t.Helper()
+		p, err := sluice.NewPolicy("override-bound-probe", sluice.Limit{Algorithm: sluice.SlidingWindow, Count: count, Period: 17 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Def(0)
+	}
+	s := mustNew(t, testTree)
+	if _, err := s.Override("test", e("k", "v"), 7, descriptor.Hour); err != nil {
+		t.Fatal(err)
+	}
+	before := probe(999_001)
+	refused := 0
+	const base = 3_000_000_000
+	for i := range 2 * descriptor.MaxOverrideDefinitions {
+		_, err := s.Override("test", e("k", "v"), base+uint32(i), descriptor.Minute)
+		switch {
+		case errors.Is(err, descriptor.ErrTooManyOverrides):
+			refused++
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	grown := probe(999_002) - before - 1
+	if grown > descriptor.MaxOverrideDefinitions {
+		t.Fatalf("the definitions registry grew by %d for descriptors' own limits, want at most %d", grown, descriptor.MaxOverrideDefinitions)
+	}
+	if refused < descriptor.MaxOverrideDefinitions {
+		t.Fatalf("%d limits refused, want at least %d", refused, descriptor.MaxOverrideDefinitions)
+	}
+	// An admitted limit still works, uncached on a fresh Set too.
+	s2 := mustNew(t, testTree)
+	for _, set := range []*descriptor.Set{s, s2} {
+		m, err := set.Override("test", e("k", "v"), 7, descriptor.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Rule == nil || m.Rule.Policy == nil {
+			t.Fatal("an admitted limit got no rule")
+		}
+	}
+	if m, err := s2.Override("test", e("k", "v"), 0, descriptor.Hour); err != nil || !m.Rule.DenyAll {
+		t.Fatalf("zero requests per unit beyond the bound: got %+v, %v; want a deny-all rule", m.Rule, err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 // for concurrent use; its zero value holds no domain.
 type Set struct {
 	domains map[string]*node
+	lists   lists // by entry key; see WithLists
 
 	overrides    sync.Map // overrideKey → *Rule
 	overrideSize sync.Mutex
@@ -70,7 +72,8 @@ const MaxDepth = 64
 // composite key (key, or key_value, as envoyproxy/ratelimit names them), an
 // invalid unit, a unit or limits on an unlimited rate limit, an empty name in
 // Replaces or a rate limit that replaces its own name, ShareThreshold on an
-// entry that is not a wildcard, invalid Sluice limits, and trees deeper than
+// entry that is not a wildcard, invalid Sluice limits, an invalid penalty
+// or one on an unlimited or deny-all rate limit, and trees deeper than
 // MaxDepth.
 func New(domains ...Domain) (*Set, error) {
 	s := &Set{domains: make(map[string]*node, len(domains))}
@@ -151,6 +154,8 @@ func (b *builder) level(n *node, ds []Descriptor, segments []string, variable []
 		child := &node{}
 		if d.RateLimit != nil {
 			child.rule = b.rule(d, path, vars)
+		} else if d.Enforce != nil {
+			b.fail(path, "enforce needs a rate_limit")
 		}
 		if n.children == nil {
 			n.children = map[string]*group{}
@@ -186,6 +191,7 @@ func (b *builder) rule(d Descriptor, path []string, vars []bool) *Rule {
 		QuotaMode:      d.QuotaMode,
 		DetailedMetric: d.DetailedMetric,
 		ValueToMetric:  d.ValueToMetric,
+		Enforce:        cloneRollout(d.Enforce),
 		MetricKey:      b.domain + "." + strings.Join(path, "."),
 		segments:       path,
 		variable:       vars,
@@ -198,12 +204,18 @@ func (b *builder) rule(d Descriptor, path []string, vars []bool) *Rule {
 			b.fail(path, "replaces should not contain the name of the same descriptor (%q)", name)
 		}
 	}
+	if d.Enforce != nil {
+		b.checkEnforce(d, path, vars)
+	}
 	if rl.Unlimited {
 		if rl.Unit != UnitUnknown {
 			b.fail(path, "should not specify rate limit unit when unlimited")
 		}
 		if len(rl.Limits) > 0 {
 			b.fail(path, "should not specify limits when unlimited")
+		}
+		if rl.Penalty != nil {
+			b.fail(path, "should not specify a penalty when unlimited")
 		}
 		return r
 	}
@@ -214,6 +226,9 @@ func (b *builder) rule(d Descriptor, path []string, vars []bool) *Rule {
 			return r
 		}
 		if rl.RequestsPerUnit == 0 {
+			if rl.Penalty != nil {
+				b.fail(path, "a penalty needs a limit to count denials against, and zero requests per unit denies every request")
+			}
 			r.DenyAll = true
 			r.Displays = []Display{{Count: 0, Period: rl.Unit.Duration(), Unit: rl.Unit}}
 			return r
@@ -221,13 +236,25 @@ func (b *builder) rule(d Descriptor, path []string, vars []bool) *Rule {
 		limits = []sluice.Limit{{Algorithm: sluice.FixedWindow, Count: int64(rl.RequestsPerUnit), Period: rl.Unit.Duration()}}
 	}
 	p, err := sluice.NewPolicy(PolicyName(b.domain, path), limits...)
+	if err == nil && rl.Penalty != nil {
+		p, err = p.WithPenalty(*rl.Penalty)
+	}
 	if err != nil {
 		b.fail(path, "%v", err)
 		return r
 	}
+	if rl.Sync != (sluice.Sync{}) {
+		if p, err = p.WithSync(rl.Sync); err != nil {
+			b.fail(path, "%v", err)
+			return r
+		}
+	}
 	r.Policy = p
 	for _, l := range limits {
-		r.Displays = append(r.Displays, display(l.Count, l.Period))
+		r.Displays = append(r.Displays, displayOf(l))
+		if l.Calendar != nil {
+			r.anchors = &anchorCache{}
+		}
 	}
 	return r
 }
@@ -472,9 +499,49 @@ type overrideKey struct {
 	unit   Unit
 }
 
-// maxOverrides bounds the rules Override keeps; beyond it, rules are built
-// for each call.
+// maxOverrides bounds the rules one Set's Override keeps; beyond it, rules
+// of admitted definitions are built for each call, which allocates but
+// keeps nothing.
 const maxOverrides = 4096
+
+// MaxOverrideDefinitions bounds the distinct limits (requests per unit and
+// unit) that descriptors' own limits may use in one process, over every
+// Set. Each distinct limit adds a definition to sluice's process-wide
+// registry, which never shrinks (in-process stores carry state between
+// definitions by it); the bound keeps a caller who can choose its own
+// limits from growing it without end.
+const MaxOverrideDefinitions = 4096
+
+// ErrTooManyOverrides is wrapped by the error Override returns for a
+// descriptor's own limit that would be the process's
+// MaxOverrideDefinitions+1st distinct one.
+var ErrTooManyOverrides = errors.New("descriptor: too many distinct limits in descriptors' own limits")
+
+// overrideDefs holds the distinct limits of descriptors' own limits
+// admitted in the process.
+var overrideDefs struct {
+	sync.Mutex
+	m map[overrideKey]struct{}
+}
+
+// admitOverride reports whether the limit rpu per unit may be built: it was
+// admitted before, or fewer than MaxOverrideDefinitions were.
+func admitOverride(rpu uint32, unit Unit) bool {
+	k := overrideKey{rpu: rpu, unit: unit}
+	overrideDefs.Lock()
+	defer overrideDefs.Unlock()
+	if _, ok := overrideDefs.m[k]; ok {
+		return true
+	}
+	if len(overrideDefs.m) >= MaxOverrideDefinitions {
+		return false
+	}
+	if overrideDefs.m == nil {
+		overrideDefs.m = map[overrideKey]struct{}{}
+	}
+	overrideDefs.m[k] = struct{}{}
+	return true
+}
 
 // Override returns the match for a descriptor that carries its own limit
 // (the limit field of an Envoy RateLimitDescriptor): requestsPerUnit per
@@ -482,7 +549,10 @@ const maxOverrides = 4096
 // shadow mode, whatever the domain's tree says, as envoyproxy/ratelimit
 // does. An unknown domain matches nothing, as there. Its policy is named
 // "<domain>//override", a name no node of a tree can have. Zero requests per unit
-// deny every request. An invalid unit is an error.
+// deny every request. An invalid unit is an error; so is a limit that would
+// be the process's MaxOverrideDefinitions+1st distinct one (an error
+// wrapping ErrTooManyOverrides), while the limits admitted before keep
+// working: memory stays bounded whatever limits callers send.
 func (s *Set) Override(domain string, entries []Entry, requestsPerUnit uint32, unit Unit) (Match, error) {
 	if !s.HasDomain(domain) {
 		return Match{}, nil
@@ -500,6 +570,9 @@ func (s *Set) Override(domain string, entries []Entry, requestsPerUnit uint32, u
 			r.DenyAll = true
 			r.Displays = []Display{{Period: unit.Duration(), Unit: unit}}
 		} else {
+			if !admitOverride(requestsPerUnit, unit) {
+				return Match{}, fmt.Errorf("%w: %d per %s would be one more than the %d this process admits", ErrTooManyOverrides, requestsPerUnit, unit, MaxOverrideDefinitions)
+			}
 			p, err := sluice.NewPolicy(PolicyName(domain, []string{"", "override"}),
 				sluice.Limit{Algorithm: sluice.FixedWindow, Count: int64(requestsPerUnit), Period: unit.Duration()})
 			if err != nil {
@@ -552,8 +625,40 @@ func KeyOverride(domain string, entries []Entry, limits ...sluice.Limit) (Match,
 	}
 	r := &Rule{Domain: domain, Policy: p, MetricKey: domain + ".admin_override"}
 	for _, l := range limits {
-		r.Displays = append(r.Displays, display(l.Count, l.Period))
+		r.Displays = append(r.Displays, displayOf(l))
 	}
 	es := append([]Entry(nil), entries...)
 	return Match{Rule: r, Key: overrideCounterKey(es), entries: es}, nil
+}
+
+// checkEnforce checks the Enforce of d, a node with a rate limit at path.
+func (b *builder) checkEnforce(d Descriptor, path []string, vars []bool) {
+	switch {
+	case d.RateLimit.Unlimited:
+		b.fail(path, "enforce is not for an unlimited rate_limit")
+	case d.ShadowMode:
+		b.fail(path, "enforce with shadow_mode: shadow_mode already leaves every counter in shadow mode")
+	case !slices.Contains(vars, true):
+		b.fail(path, "enforce needs a level counted per value (an entry without a value, or a wildcard without share_threshold): this descriptor has one counter, enforced or not as a whole")
+	default:
+		if err := d.Enforce.Validate(); err != nil {
+			b.fail(path, "%v", err)
+		}
+	}
+}
+
+// Shadow reports whether the match's limit reports without denying: a
+// rule in shadow mode, or a counter its Enforce does not enforce. False
+// without a rule.
+func (m Match) Shadow() bool {
+	r := m.Rule
+	return r != nil && (r.ShadowMode || !r.Enforce.Enforces(r.MetricKey, m.Key))
+}
+
+func cloneRollout(r *sluice.Rollout) *sluice.Rollout {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	return &c
 }

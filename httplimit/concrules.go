@@ -10,12 +10,14 @@ import (
 )
 
 // acquireLeases takes a slot of every concurrency rule the admitted request
-// matched, in order, waiting up to a Delay rule's MaxDelay for one. It
-// reports whether the request may go on; if not, it has answered it (429
-// when a rule has no free slot, 503 when the store failed and FailClosed is
-// set), released the slots already taken, given back the rate rules'
-// reservations and told the Observer. A store error otherwise lets the rule
-// through without a slot (OutcomeError), as for rate rules.
+// matched, in order, waiting up to a Delay rule's MaxDelay for one; a rule
+// with a rate too decides it with the slot (AcquireTake). It reports
+// whether the request may go on; if not, it has answered it (429 when a
+// rule has no free slot or its rate refused, 503 when the store failed and
+// FailClosed is set or the store failed closed), released the slots already
+// taken, given back the rate rules' reservations and told the Observer. A
+// store error otherwise lets the rule through without a slot
+// (OutcomeError), as for rate rules.
 func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *http.Request, c *call) bool {
 	ev := &c.ev
 	for i := range c.events {
@@ -28,11 +30,34 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			d     sluice.Decision
 			err   error
 		)
-		lease, d, err = rule.conc.Acquire(ctx, e.Key)
-		if err == nil && !d.Allowed && rule.Action == Delay {
+		tp := c.policies[i] // a rate decided with the slot, or nil
+		var a sluice.Admission
+		acquire := func(ctx context.Context, wait time.Duration) {
+			switch {
+			case tp != nil && wait > 0:
+				lease, a, err = rule.conc.WaitTake(ctx, tp.lim, e.Key, 1, wait, 0)
+			case tp != nil:
+				lease, a, err = rule.conc.AcquireTake(ctx, tp.lim, e.Key, 1)
+			case wait > 0:
+				lease, d, err = rule.conc.Wait(ctx, e.Key, wait, 0)
+			default:
+				lease, d, err = rule.conc.Acquire(ctx, e.Key)
+			}
+			if tp != nil {
+				d = a.Slot
+				if !a.Rate.Allowed || a.Slot.Allowed {
+					d = a.Rate // the rate's status, for the headers
+				}
+			}
+		}
+		acquire(ctx, 0)
+		allowed := err == nil && (d.Allowed || tp != nil && a.Allowed())
+		var waited time.Duration
+		if err == nil && !allowed && rule.Action == Delay && !(d.Degraded && l.storeFailsClosed) {
 			waitStart := time.Now()
-			lease, d, err = rule.conc.Wait(r.Context(), e.Key, rule.MaxDelay, 0)
-			waited := time.Since(waitStart)
+			acquire(r.Context(), rule.MaxDelay)
+			allowed = err == nil && (d.Allowed || tp != nil && a.Allowed())
+			waited = time.Since(waitStart)
 			if err != nil && r.Context().Err() != nil {
 				// The client left while it waited: not served.
 				l.refuseLeases(ctx, c)
@@ -43,7 +68,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 				}
 				return false
 			}
-			if err == nil && d.Allowed {
+			if allowed {
 				e.Outcome = OutcomeDelayed
 				ev.Delay += waited
 				if ev.Outcome == OutcomeAllowed {
@@ -52,6 +77,26 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			}
 		}
 		e.Decision = d
+		if l.leaseObs != nil {
+			le := LeaseEvent{Rule: rule.Name, Waited: waited}
+			slotDegraded := d.Degraded
+			if tp != nil {
+				slotDegraded = a.Slot.Degraded
+			}
+			switch {
+			case err != nil || (!allowed && d.Degraded && l.storeFailsClosed):
+				le.Outcome = LeaseError
+			case allowed && slotDegraded:
+				le.Outcome = LeaseFallback
+			case allowed:
+				le.Outcome = LeaseGranted
+			case tp != nil && !a.Rate.Allowed:
+				le.Outcome = LeaseNotAsked
+			default:
+				le.Outcome = LeaseRefused
+			}
+			l.leaseObs.ObserveLease(le)
+		}
 		switch {
 		case err != nil:
 			e.Outcome, e.Err = OutcomeError, err
@@ -67,14 +112,31 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			if ev.Outcome == OutcomeAllowed {
 				ev.Outcome = OutcomeError
 			}
-		case !d.Allowed:
+		case !allowed && d.Degraded && l.storeFailsClosed:
+			// No limit refused it: the store could not tell.
+			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
+			l.refuseLeases(ctx, c)
+			ev.Outcome = OutcomeError
+			if l.obs != nil {
+				l.obs.Observe(r, ev)
+			}
+			l.unavailable(w, c)
+			return false
+		case !allowed:
 			e.Outcome = OutcomeLimited
 			l.refuseLeases(ctx, c)
 			ev.Outcome = OutcomeLimited
 			if l.obs != nil {
 				l.obs.Observe(r, ev)
 			}
-			l.tooManyConcurrentRule(w, rule, d)
+			switch {
+			case tp != nil && !a.Rate.Allowed:
+				l.reject(w, c) // the rate refused: its headers, as a rate rule's
+			case tp != nil:
+				l.tooManyConcurrentRule(w, rule, a.Slot)
+			default:
+				l.tooManyConcurrentRule(w, rule, d)
+			}
 			return false
 		default:
 			c.leases = append(c.leases, lease)
@@ -96,7 +158,14 @@ func (l *Limiter) refuseLeases(ctx context.Context, c *call) {
 // expires by itself after its lease.
 func (l *Limiter) releaseLeases(ctx context.Context, c *call) {
 	for _, le := range c.leases {
-		_ = le.Release(ctx)
+		held, err := le.ReleaseHeld(ctx)
+		if l.leaseObs != nil {
+			out := LeaseReleased
+			if err == nil && !held {
+				out = LeaseLost
+			}
+			l.leaseObs.ObserveLease(LeaseEvent{Rule: le.Name(), Outcome: out})
+		}
 	}
 	clear(c.leases)
 	c.leases = c.leases[:0]
@@ -125,4 +194,45 @@ func (l *Limiter) tooManyConcurrentRule(w http.ResponseWriter, rule *compiled, d
 		h[headerRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}
 	}
 	tooManyConcurrent(w, rule.Name, d.RetryAfter)
+}
+
+// LeaseObserver, when the Options' Observer implements it too, is told
+// about the slots of concurrency rules: each request's asking for a slot,
+// and each slot given back. ObserveLease is called from the request's
+// goroutine; it must be fast, safe for concurrent use, and must not keep e.
+type LeaseObserver interface {
+	ObserveLease(e LeaseEvent)
+}
+
+// LeaseEvent is one concurrency rule's slot for one request.
+type LeaseEvent struct {
+	Rule    string
+	Outcome LeaseOutcome
+	// Waited is how long a Delay rule's request waited for its slot
+	// (zero if one was free at once).
+	Waited time.Duration
+}
+
+// LeaseOutcome is what became of a slot.
+type LeaseOutcome uint8
+
+// The outcomes of a LeaseEvent, with the names used as metric labels.
+const (
+	LeaseGranted  LeaseOutcome = iota // "granted": a slot was taken
+	LeaseRefused                      // "refused": no slot was free (within MaxDelay); the request was answered 429
+	LeaseError                        // "error": the store could not decide; the request went on without a slot, or was answered 503
+	LeaseFallback                     // "fallback": a slot was granted by the store's failure path (a local fallback store, or none held anywhere)
+	LeaseNotAsked                     // "not_asked": the rule's rate refused the request, so it took no slot
+	LeaseReleased                     // "released": the slot was given back when the response ended (or the release failed: it expires by itself)
+	LeaseLost                         // "lost": at release, the lease had already expired or been reset; its slot may have gone to another request meanwhile
+)
+
+var leaseOutcomeNames = [...]string{"granted", "refused", "error", "fallback", "not_asked", "released", "lost"}
+
+// String returns the outcome's metric label, such as "granted".
+func (o LeaseOutcome) String() string {
+	if int(o) < len(leaseOutcomeNames) {
+		return leaseOutcomeNames[o]
+	}
+	return "lease_outcome(" + strconv.Itoa(int(o)) + ")"
 }

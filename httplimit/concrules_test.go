@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -177,8 +178,8 @@ func TestConcurrencyRuleValidate(t *testing.T) {
 	for name, mod := range map[string]func(*httplimit.Rule){
 		"zero limit": func(r *httplimit.Rule) { r.Concurrency.Limit = 0 },
 		"no lease":   func(r *httplimit.Rule) { r.Concurrency.Lease = 0 },
-		"rate limit too": func(r *httplimit.Rule) {
-			r.Limit = sluice.Limit{Algorithm: sluice.TokenBucket, Count: 1, Period: time.Second}
+		"tiers": func(r *httplimit.Rule) {
+			r.Tiers = map[string]sluice.Limit{"pro": {Algorithm: sluice.TokenBucket, Count: 1, Period: time.Second}}
 		},
 		"shadow":         func(r *httplimit.Rule) { r.Action = httplimit.Shadow },
 		"delay no wait":  func(r *httplimit.Rule) { r.Action = httplimit.Delay },
@@ -194,5 +195,82 @@ func TestConcurrencyRuleValidate(t *testing.T) {
 	r := exportRule(1)
 	if err := r.Validate(); err != nil {
 		t.Errorf("valid rule: %v", err)
+	}
+}
+
+// A rule with a rate and a concurrency limit decides both at once: a
+// request refused a slot is not charged the rate, and one refused by the
+// rate takes no slot. Admitted responses carry the rate's headers; a 429
+// names the limit that refused.
+func TestConcurrencyRuleWithRate(t *testing.T) {
+	r := exportRule(2)
+	r.Limit = sluice.Limit{Algorithm: sluice.TokenBucket, Count: 3, Period: time.Hour, Burst: 3}
+	srv, g, obs := concRuleServer(t, r)
+	done := make(chan *http.Response, 2)
+	for range 2 {
+		go func() { done <- get(t, srv.URL+"/export/a") }()
+		<-g.started
+	}
+	resp := get(t, srv.URL+"/export/b")
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("third in flight: got %d, want 429", resp.StatusCode)
+	}
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"exports";q=2;qu="concurrent-requests"`; got != want {
+		t.Errorf("slot refused: RateLimit-Policy %s, want %s", got, want)
+	}
+	close(g.release)
+	for range 2 {
+		resp := <-done
+		if got, want := resp.Header.Get("RateLimit-Policy"), `"exports";q=3;w=3600`; resp.StatusCode != http.StatusOK || got != want {
+			t.Errorf("admitted: got %d with RateLimit-Policy %s, want 200 with %s", resp.StatusCode, got, want)
+		}
+	}
+	// The refused request was not charged: one unit is left.
+	resp = get(t, srv.URL+"/export/c")
+	<-g.started
+	if got, want := resp.Header.Get("RateLimit"), `"exports";r=0;t=3600`; resp.StatusCode != http.StatusOK || got != want {
+		t.Fatalf("third admitted: got %d with RateLimit %s, want 200 with %s", resp.StatusCode, got, want)
+	}
+	resp = get(t, srv.URL+"/export/d")
+	if got, want := resp.Header.Get("RateLimit-Policy"), `"exports";q=3;w=3600`; resp.StatusCode != http.StatusTooManyRequests || got != want {
+		t.Errorf("rate spent: got %d with RateLimit-Policy %s, want 429 with %s", resp.StatusCode, got, want)
+	}
+	if got := resp.Header.Get("Retry-After"); got != "1200" {
+		t.Errorf("rate spent: Retry-After %q, want 1200", got)
+	}
+	if got := obs.last(); got != httplimit.OutcomeLimited {
+		t.Errorf("outcome: got %s, want limited", got)
+	}
+}
+
+// With action delay, a rule with a rate and slots waits for both: the
+// waiting request is served once the slot frees, charged the rate once.
+func TestConcurrencyRuleWithRateDelay(t *testing.T) {
+	r := exportRule(1)
+	r.Limit = sluice.Limit{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Hour}
+	r.Action, r.MaxDelay = httplimit.Delay, time.Minute
+	srv, g, obs := concRuleServer(t, r)
+	first := make(chan *http.Response)
+	go func() { first <- get(t, srv.URL+"/export/a") }()
+	<-g.started
+	second := make(chan *http.Response)
+	go func() { second <- get(t, srv.URL+"/export/b") }()
+	select {
+	case <-g.started:
+		t.Fatal("a second request ran while the first held the only slot")
+	case <-time.After(50 * time.Millisecond):
+	}
+	g.release <- struct{}{}
+	if resp := <-first; resp.StatusCode != http.StatusOK {
+		t.Fatalf("first: got %d, want 200", resp.StatusCode)
+	}
+	<-g.started
+	if got := obs.last(); got != httplimit.OutcomeDelayed {
+		t.Errorf("waiting request's outcome: got %s, want delayed", got)
+	}
+	g.release <- struct{}{}
+	resp := <-second
+	if got, want := resp.Header.Get("RateLimit"), `"exports";r=3;`; resp.StatusCode != http.StatusOK || !strings.HasPrefix(got, want) {
+		t.Fatalf("second, after waiting: got %d with RateLimit %s, want 200 with %s... (charged once)", resp.StatusCode, got, want)
 	}
 }

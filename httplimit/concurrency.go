@@ -76,11 +76,14 @@ func Concurrent(c *sluice.Concurrency, opts ConcurrencyOptions) func(http.Handle
 			} else {
 				l, d, err = c.Acquire(context.WithoutCancel(r.Context()), key)
 			}
+			// A refusal from a store that fails closed (redisstore's
+			// OnError Deny) is a failure, not a full limit.
+			failed := err != nil || (!d.Allowed && d.Degraded && failsClosed(c))
 			switch {
-			case err != nil && opts.FailOpen:
+			case failed && opts.FailOpen:
 				next.ServeHTTP(w, r)
 				return
-			case err != nil:
+			case failed:
 				unavailableConcurrency(w)
 				return
 			}
@@ -144,4 +147,10 @@ func unavailableConcurrency(w http.ResponseWriter) {
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write(b)
+}
+
+// failsClosed reports whether c's store refuses when its backend fails.
+func failsClosed(c *sluice.Concurrency) bool {
+	fc, ok := c.Store().(closedFailer)
+	return ok && fc.FailsClosed()
 }

@@ -139,11 +139,11 @@ func (c *CountOn) matches(code int, h http.Header) bool {
 
 // reserves reports whether rule i of c is charged before the request goes
 // and refunded after: a Count rule in reserve mode whose policy for this
-// request (an override's, perhaps) can refund. Any other Count rule is
-// checked before and charged after.
+// request (an override's, perhaps) can refund, for a key it enforces (see
+// Rule.Enforce). Any other Count rule is checked before and charged after.
 func (c *call) reserves(i int) bool {
 	ct := c.rules[i].Count
-	return ct != nil && ct.Mode == CountReserve && c.policies[i].policy.CanReserve()
+	return ct != nil && ct.Mode == CountReserve && c.events[i].Action == Reject && c.policies[i].policy.CanReserve()
 }
 
 // peekCounted checks the Reject rules that are charged after the response

@@ -104,3 +104,41 @@ func TestStoreFailingClosedAnswers503(t *testing.T) {
 		})
 	}
 }
+
+// Concurrency rules and the Concurrent middleware answer 503, not 429,
+// when a store that fails closed refuses a slot for Redis being down; a
+// rule's rate decided with the slot too.
+func TestConcurrencyFailingClosedAnswers503(t *testing.T) {
+	srv := redistest.Start(t)
+	store, err := redisstore.New(redisstore.Options{URL: srv.URL(), OnError: redisstore.Deny, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	srv.Stop()
+	served := 0
+	next := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served++ })
+	c, err := sluice.NewConcurrency(store, "mw", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers := map[string]http.Handler{"middleware": httplimit.Concurrent(c, httplimit.ConcurrencyOptions{})(next)}
+	for name, rate := range map[string]sluice.Limit{"rule": {}, "rule with rate": limit(sluice.TokenBucket, 10, time.Hour)} {
+		lim, err := httplimit.New(httplimit.Options{Store: store, Rules: []httplimit.Rule{{
+			Name: "slots", Limit: rate, Concurrency: &httplimit.ConcurrencyRule{Limit: 2, Lease: time.Minute}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		handlers[name] = lim.Handler(next)
+	}
+	for name, h := range handlers {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code != http.StatusServiceUnavailable {
+			t.Errorf("%s: got %d, want 503", name, w.Code)
+		}
+	}
+	if served != 0 {
+		t.Errorf("served %d requests, want none", served)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // Header names, in canonical form.
@@ -38,8 +39,10 @@ func policyItem(name string, lim sluice.Limit) string {
 
 // AppendPolicyItem appends lim as a member of a RateLimit-Policy field
 // (draft-ietf-httpapi-ratelimit-headers-11) to b: name as a String, q (the
-// quota: Count), w (the window: Period in whole seconds, rounded up) and, for
-// buckets whose Burst differs from Count, sluice-burst. A name's quotes and
+// quota: Count), w (the window: Period in whole seconds, rounded up; for a
+// calendar quota its nominal length, with sluice-period naming the day,
+// week, month or year) and, for buckets whose Burst differs from Count,
+// sluice-burst. A name's quotes and
 // backslashes are escaped and any byte a String cannot hold (outside
 // printable ASCII) becomes "?". It is safe for concurrent use.
 func AppendPolicyItem(b []byte, name string, lim sluice.Limit) []byte {
@@ -47,6 +50,15 @@ func AppendPolicyItem(b []byte, name string, lim sluice.Limit) []byte {
 	b = append(b, ";q="...)
 	b = strconv.AppendInt(b, lim.Count, 10)
 	b = append(b, ";w="...)
+	if lim.Calendar != nil {
+		// A calendar quota's window varies (a month is 28 to 31 days): w
+		// is its nominal length, and sluice-period names the period.
+		u := lim.Calendar.Spec().Unit
+		b = strconv.AppendInt(b, nominalSeconds[u], 10)
+		b = append(b, ";sluice-period="...)
+		b = append(b, u.String()...)
+		return b
+	}
 	b = strconv.AppendInt(b, ceilSeconds(lim.Period), 10)
 	if lim.Algorithm.IsBucket() && lim.Burst != 0 && lim.Burst != lim.Count {
 		b = append(b, ";sluice-burst="...)
@@ -54,6 +66,10 @@ func AppendPolicyItem(b []byte, name string, lim sluice.Limit) []byte {
 	}
 	return b
 }
+
+// nominalSeconds is the w of a calendar quota's RateLimit-Policy item:
+// a day, a week, 30 days, 365 days.
+var nominalSeconds = map[calendar.Unit]int64{calendar.Day: 86400, calendar.Week: 7 * 86400, calendar.Month: 30 * 86400, calendar.Year: 365 * 86400}
 
 // AppendLimitItem appends a member of a RateLimit field to b: name as a
 // String (escaped as by AppendPolicyItem), r (the remaining quota, at least

@@ -39,6 +39,26 @@ type KeyStatus struct {
 	// for a rule that would not apply (a key part missing under
 	// MissingSkip).
 	Exempt, Skipped bool
+	// Shadow is set when the rule counts the key but never blocks it: a
+	// Shadow rule, or a key that the rule's Enforce leaves in shadow
+	// mode.
+	Shadow bool
+	// Concurrency is set for the slots of a concurrency rule (a rule with
+	// a rate too has a KeyStatus for each): Limit is then zero, and the
+	// Decision says whether a slot is free (Allowed), how many
+	// (Remaining), when the earliest lease expires by itself if none is
+	// (RetryAfter) and when the last one held does (ResetAfter).
+	Concurrency *ConcurrencyRule
+}
+
+// slots returns the status of key's slots under a concurrency rule c.
+func (c *compiled) slots(ctx context.Context, key string) (KeyStatus, error) {
+	d, err := c.conc.Peek(ctx, key)
+	if err != nil {
+		return KeyStatus{}, err
+	}
+	cr := *c.Concurrency
+	return KeyStatus{Rule: c.Name, Key: key, Decision: d, Concurrency: &cr}, nil
 }
 
 // Rule returns the rule with the given name, as the Limiter holds it.
@@ -71,9 +91,19 @@ func (l *Limiter) TierNames() []string {
 	return sortedKeys(seen)
 }
 
-// TierSource returns Tiers.From: the request attribute that identifies a
-// client for Overrides; the zero KeyPart when tiers come from nowhere.
+// TierSource returns Tiers.From: the request attribute that names a
+// request's tier; the zero KeyPart when tiers come from nowhere (and
+// Overrides are never asked).
 func (l *Limiter) TierSource() KeyPart { return l.tiers.From }
+
+// ClientSource returns the request attribute that identifies a client for
+// Overrides: Tiers.Client, or Tiers.From without one.
+func (l *Limiter) ClientSource() KeyPart {
+	if l.tiers.Client != (KeyPart{}) {
+		return l.tiers.Client
+	}
+	return l.tiers.From
+}
 
 func (l *Limiter) rule(name string) *compiled {
 	for i := range l.rules {
@@ -156,13 +186,14 @@ func keyString(ks []KeyPart) string {
 }
 
 // policies returns every policy of rule that a key can be charged under:
-// the default, each tier's (sorted by tier name), and the client's own.
+// the default, each tier's (sorted by tier name), and the client's own;
+// with the client's billing anchor, if its override has one.
 func (c *compiled) policies(ov *ClientOverride) (tps []*tierPolicy, tiers []string) {
 	if c.def != nil {
-		tps, tiers = append(tps, c.def), append(tiers, "")
+		tps, tiers = append(tps, ov.withAnchor(c.def)), append(tiers, "")
 	}
 	for _, t := range sortedKeys(c.tiers) {
-		if tp := c.tiers[t]; !slices.Contains(tps, tp) {
+		if tp := ov.withAnchor(c.tiers[t]); !slices.Contains(tps, tp) {
 			tps, tiers = append(tps, tp), append(tiers, t)
 		}
 	}
@@ -188,13 +219,22 @@ func (l *Limiter) PeekKey(ctx context.Context, rule, key string, ov *ClientOverr
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, KeyStatus{Rule: rule, Tier: tiers[i], Key: key, Limit: tp.policy.Limits()[0], Decision: d})
+		out = append(out, KeyStatus{Rule: rule, Tier: tiers[i], Key: key, Limit: tp.policy.Limits()[0], Decision: d,
+			Shadow: c.Action == Shadow || !c.Enforce.Enforces(c.Name, key)})
+	}
+	if c.conc != nil {
+		ks, err := c.slots(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ks)
 	}
 	return out, nil
 }
 
 // ResetKey forgets key (from RuleKey) under every limit of rule it can be
-// charged under (see PeekKey): its full quota is back.
+// charged under (see PeekKey): its full quota is back. For a concurrency
+// rule it drops the key's leases: every slot is free at once.
 func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOverride) error {
 	c := l.rule(rule)
 	if c == nil {
@@ -205,6 +245,9 @@ func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOver
 		if err := tp.lim.Reset(ctx, key); err != nil {
 			return err
 		}
+	}
+	if c.conc != nil {
+		return c.conc.Reset(ctx, key)
 	}
 	return nil
 }
@@ -218,13 +261,24 @@ func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus
 	l.match(c, r, l.matchPath(r), new(listState))
 	out := make([]KeyStatus, 0, len(c.events))
 	for i, e := range c.events {
-		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped || e.Outcome == OutcomeAllowListed}
+		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped || e.Outcome == OutcomeAllowListed,
+			Shadow: e.Action == Shadow && c.policies[i] != nil}
 		if tp := c.policies[i]; tp != nil {
 			d, err := tp.lim.Peek(ctx, e.Key)
 			if err != nil {
 				return nil, err
 			}
 			ks.Limit, ks.Decision = tp.policy.Limits()[0], d
+		}
+		if rule := c.rules[i]; rule.conc != nil && !ks.Skipped {
+			if tp := c.policies[i]; tp != nil {
+				out = append(out, ks)
+			}
+			sl, err := rule.slots(ctx, e.Key)
+			if err != nil {
+				return nil, err
+			}
+			ks = sl
 		}
 		out = append(out, ks)
 	}
@@ -249,16 +303,21 @@ func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string
 	l.match(c, r, l.matchPath(r), new(listState))
 	var rules []string
 	for i, e := range c.events {
-		tp := c.policies[i]
-		if tp == nil || (rule != "" && e.Rule != rule) {
+		tp, conc := c.policies[i], c.rules[i].conc
+		if (tp == nil && (conc == nil || e.Outcome == OutcomeSkipped || e.Outcome == OutcomeAllowListed)) || (rule != "" && e.Rule != rule) {
 			continue
 		}
 		tps, _ := c.rules[i].policies(nil)
-		if !slices.Contains(tps, tp) {
+		if tp != nil && !slices.Contains(tps, tp) {
 			tps = append(tps, tp)
 		}
 		for _, tp := range tps {
 			if err := tp.lim.Reset(ctx, e.Key); err != nil {
+				return rules, err
+			}
+		}
+		if conc != nil {
+			if err := conc.Reset(ctx, e.Key); err != nil {
 				return rules, err
 			}
 		}

@@ -25,10 +25,11 @@ const (
 	SourcePath                     // "path": the URL path as rules match it: cleaned, and lower-cased unless Options.CaseSensitivePaths
 	SourceHost                     // "host": the Host header without its port, lower-cased
 	SourceGlobal                   // "global": one key shared by every request
+	SourceJWT                      // "jwt:CLAIM": a claim of the request's verified bearer token (Options.Identity)
 )
 
 var sourceNames = [...]string{SourceIP: "ip", SourceHeader: "header", SourceQuery: "query", SourceCookie: "cookie",
-	SourceMethod: "method", SourcePath: "path", SourceHost: "host", SourceGlobal: "global"}
+	SourceMethod: "method", SourcePath: "path", SourceHost: "host", SourceGlobal: "global", SourceJWT: "jwt"}
 
 // ErrInvalidRule reports a rule, key part or option that can never work.
 // Errors wrapping it name the offending value.
@@ -36,11 +37,11 @@ var ErrInvalidRule = errors.New("httplimit: invalid rule")
 
 // KeyPart is one part of a rule's composite key, such as the client's IP or
 // the X-API-Key header. Build one with ParseKeyPart or the IP, Header, Query,
-// Cookie, Method, Path, Host and Global functions.
+// Cookie, Method, Path, Host, Global and JWT functions.
 type KeyPart struct {
 	Source Source
-	// Name is the header, query parameter or cookie name; empty for the
-	// other sources. Header names are kept in canonical form.
+	// Name is the header, query parameter, cookie or claim name; empty
+	// for the other sources. Header names are kept in canonical form.
 	Name string
 }
 
@@ -56,9 +57,16 @@ func Path() KeyPart              { return KeyPart{Source: SourcePath} }
 func Host() KeyPart              { return KeyPart{Source: SourceHost} }
 func Global() KeyPart            { return KeyPart{Source: SourceGlobal} }
 
+// JWT is the key part of a claim of the request's verified bearer token,
+// such as JWT("sub"): see Options.Identity. A request without a token that
+// verifies, or whose token lacks the claim (or holds an array or object
+// there), does not have it.
+func JWT(claim string) KeyPart { return KeyPart{Source: SourceJWT, Name: claim} }
+
 // ParseKeyPart parses the configuration form of a key part: "ip",
-// "header:NAME", "query:NAME", "cookie:NAME", "method", "path", "host" or
-// "global". Source names are case-insensitive.
+// "header:NAME", "query:NAME", "cookie:NAME", "method", "path", "host",
+// "global" or "jwt:CLAIM". Source names are case-insensitive; claim names
+// are not.
 func ParseKeyPart(s string) (KeyPart, error) {
 	src, name, hasName := strings.Cut(s, ":")
 	for i, n := range sourceNames {
@@ -66,7 +74,7 @@ func ParseKeyPart(s string) (KeyPart, error) {
 			continue
 		}
 		k := KeyPart{Source: Source(i), Name: name}
-		named := k.Source == SourceHeader || k.Source == SourceQuery || k.Source == SourceCookie
+		named := k.Source == SourceHeader || k.Source == SourceQuery || k.Source == SourceCookie || k.Source == SourceJWT
 		switch {
 		case named && (!hasName || name == ""):
 			return KeyPart{}, fmt.Errorf("%w: key part %q needs a name, as in %q", ErrInvalidRule, s, n+":NAME")
@@ -81,7 +89,7 @@ func ParseKeyPart(s string) (KeyPart, error) {
 		}
 		return k, nil
 	}
-	return KeyPart{}, fmt.Errorf("%w: unknown key part %q (want ip, header:NAME, query:NAME, cookie:NAME, method, path, host or global)", ErrInvalidRule, s)
+	return KeyPart{}, fmt.Errorf("%w: unknown key part %q (want ip, header:NAME, query:NAME, cookie:NAME, method, path, host, global or jwt:CLAIM)", ErrInvalidRule, s)
 }
 
 func (k KeyPart) validate() error {
@@ -93,6 +101,10 @@ func (k KeyPart) validate() error {
 	case SourceQuery:
 		if k.Name == "" || len(k.Name) > 256 {
 			return fmt.Errorf("%w: query parameter name %q must be 1 to 256 bytes", ErrInvalidRule, k.Name)
+		}
+	case SourceJWT:
+		if k.Name == "" || len(k.Name) > 256 || strings.ContainsFunc(k.Name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+			return fmt.Errorf("%w: claim name %q must be 1 to 256 bytes without control characters", ErrInvalidRule, k.Name)
 		}
 	case SourceIP, SourceMethod, SourcePath, SourceHost, SourceGlobal:
 		if k.Name != "" {

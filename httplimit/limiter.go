@@ -9,7 +9,8 @@
 // request is charged to none of the rules it matched (atomically where the
 // store can decide several keys at once, see sluice.TakeAll). Shadow and
 // Soft rules never block: they are charged only for admitted requests and
-// report what they would have done.
+// report what they would have done; so does a Reject rule on the keys its
+// Enforce leaves in shadow mode, to roll a limit out to a share of clients.
 //
 // Responses carry the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-11) and the legacy X-RateLimit-*
@@ -28,9 +29,11 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/clientip"
 )
 
@@ -53,6 +56,23 @@ type Tiers struct {
 	// Header("X-Plan") set by a trusted authentication layer. The zero
 	// KeyPart means every request is in the Default tier.
 	From KeyPart
+	// Client is the request attribute that identifies a client for
+	// Options.Overrides, when it is not From: JWT("sub") when From is a
+	// claim such as JWT("plan") that names the plan, not the customer.
+	// Default From.
+	Client KeyPart
+	// Anchor, if set, is the request attribute that gives the client's
+	// billing anchor for calendar quotas (sluice.Limit.Calendar), in
+	// calendar.ParseAnchor's form ("15T09:00", or "04-01" for a year),
+	// such as JWT("billing_anchor") when the identity provider issues it
+	// with the plan. Every calendar quota of the request counts periods
+	// from that anchor, keeping its counters (see sluice.Policy.WithAnchor);
+	// a client's override anchor (Override.Anchor) wins over it, and a
+	// value that does not parse leaves the rule's own anchor. The
+	// attribute must come from a trusted source, as From's does. At most
+	// MaxAnchors distinct anchors are kept per limit; requests naming
+	// another one use the rule's anchor.
+	Anchor KeyPart
 	// Keys, when non-nil, maps the attribute's value (an API key, say) to a
 	// tier name; without it the value is the tier name itself.
 	Keys map[string]string
@@ -106,14 +126,33 @@ type Options struct {
 	CaseSensitivePaths bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
-	// Overrides, if set, gives clients (values of Tiers.From) a tier or
-	// limits of their own, ahead of Tiers.Keys. Needs Tiers.From.
+	// Overrides, if set, gives clients (values of Tiers.Client, or of
+	// Tiers.From) a tier or limits of their own, ahead of Tiers.Keys and
+	// of the tier a token's claim names. Needs Tiers.From.
 	Overrides Overrides
+	// Identity verifies the requests' bearer tokens for the "jwt:CLAIM"
+	// key parts, in rules' keys and Tiers. Required when one is used. It
+	// is asked at most once per request, and only for requests that a
+	// rule using a claim matches; a request without a token that verifies
+	// has no claims, so that its jwt key parts are missing (the rule keys
+	// it by IP, or skips it, per its Missing) and it is in the Default
+	// tier.
+	Identity Identity
 	// Deny lists the clients refused outright: a request from a client on
 	// one of these lists is answered 403 Forbidden before any rule is
 	// matched or counted (Event.Outcome OutcomeDenied, Event.List the
 	// first list it is on).
 	Deny []*List
+}
+
+// Identity verifies the credentials a request carries (see
+// Options.Identity).
+type Identity interface {
+	// Claims returns the claims of r's verified token, each as text, or
+	// nil when r has no token that verifies. The map is not modified by
+	// the Limiter. It must be safe for concurrent use, and fast: it is
+	// called on the decision path.
+	Claims(r *http.Request) map[string]string
 }
 
 // ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
@@ -142,7 +181,9 @@ type Limiter struct {
 	// hasConc: some rule is a concurrency rule.
 	hasConc   bool
 	obs       Observer
+	leaseObs  LeaseObserver // obs, if it implements LeaseObserver
 	overrides Overrides
+	identity  Identity
 	deny      []*List
 	pool      sync.Pool
 }
@@ -152,7 +193,7 @@ type compiled struct {
 	Rule
 	def   *tierPolicy
 	tiers map[string]*tierPolicy
-	conc  *sluice.Concurrency // for a concurrency rule
+	conc  *sluice.Concurrency // for a concurrency rule; with def, its rate is decided with its slot
 }
 
 // tierPolicy is a rule's policy for one tier, with its RateLimit-Policy item
@@ -161,6 +202,57 @@ type tierPolicy struct {
 	policy *sluice.Policy
 	lim    *sluice.Limiter
 	item   string // `"name";q=20;w=10`
+	// anchors holds the policy's copies for the billing anchors requests
+	// named (Tiers.Anchor); nil unless its limit is a calendar quota.
+	anchors *anchorCache
+}
+
+// MaxAnchors is the most billing anchors from requests (Tiers.Anchor) that
+// a Limiter keeps per calendar limit: a month has 44,640 minutes, and an
+// anchor is a limit definition of its own, so the bound keeps memory in
+// check whatever tokens arrive.
+const MaxAnchors = 4096
+
+// anchorCache is a calendar limit's policies by billing anchor, built on
+// first use. It is safe for concurrent use.
+type anchorCache struct {
+	store sluice.Store
+	m     sync.Map // calendar.Anchor → *tierPolicy
+	n     atomic.Int64
+}
+
+// withAnchor returns tp counting its calendar periods from a: tp itself
+// when its limit is no calendar quota, or when MaxAnchors other anchors
+// are kept already (or the process holds sluice.MaxAnchorDefinitions
+// anchored limits).
+func (tp *tierPolicy) withAnchor(a calendar.Anchor) *tierPolicy {
+	c := tp.anchors
+	if c == nil {
+		return tp
+	}
+	if v, ok := c.m.Load(a); ok {
+		return v.(*tierPolicy)
+	}
+	if c.n.Load() >= MaxAnchors {
+		return tp
+	}
+	p, ok := tp.policy.WithRequestAnchor(a)
+	if !ok {
+		return tp
+	}
+	out := tp
+	if p != tp.policy {
+		sl, err := sluice.NewWithPolicy(c.store, p)
+		if err != nil {
+			return tp
+		}
+		out = &tierPolicy{policy: p, lim: sl, item: tp.item}
+	}
+	v, loaded := c.m.LoadOrStore(a, out)
+	if !loaded {
+		c.n.Add(1)
+	}
+	return v.(*tierPolicy)
 }
 
 // New validates the options and returns a Limiter.
@@ -178,6 +270,7 @@ func New(opts Options) (*Limiter, error) {
 		caseSensitive: opts.CaseSensitivePaths,
 		obs:           opts.Observer,
 		overrides:     opts.Overrides,
+		identity:      opts.Identity,
 		deny:          append([]*List(nil), opts.Deny...),
 	}
 	for _, li := range l.deny {
@@ -185,6 +278,7 @@ func New(opts Options) (*Limiter, error) {
 			return nil, fmt.Errorf("deny: %w", err)
 		}
 	}
+	l.leaseObs, _ = opts.Observer.(LeaseObserver)
 	if fc, ok := opts.Store.(closedFailer); ok {
 		l.storeFailsClosed = fc.FailsClosed()
 	}
@@ -214,6 +308,15 @@ func New(opts Options) (*Limiter, error) {
 			return nil, fmt.Errorf("%w: tiers cannot come from the global key part", ErrInvalidRule)
 		}
 	}
+	if l.tiers.Client != (KeyPart{}) {
+		if err := l.tiers.Client.validate(); err != nil {
+			return nil, fmt.Errorf("tiers: client: %w", err)
+		}
+		if l.tiers.Client.Source == SourceGlobal || l.tiers.From == (KeyPart{}) {
+			return nil, fmt.Errorf("%w: tiers: the client needs tiers from a request attribute, and cannot be the global key part", ErrInvalidRule)
+		}
+	}
+	usesJWT := l.tiers.From.Source == SourceJWT || l.tiers.Client.Source == SourceJWT
 	seen := make(map[string]bool)
 	for i := range opts.Rules {
 		r := opts.Rules[i]
@@ -224,6 +327,9 @@ func New(opts Options) (*Limiter, error) {
 			return nil, fmt.Errorf("%w: two rules are named %q", ErrInvalidRule, r.Name)
 		}
 		seen[r.Name] = true
+		for _, k := range r.Key {
+			usesJWT = usesJWT || k.Source == SourceJWT
+		}
 		c := compiled{Rule: r}
 		c.Key = append([]KeyPart(nil), r.Key...)
 		if len(c.Key) == 0 {
@@ -241,6 +347,10 @@ func New(opts Options) (*Limiter, error) {
 			c.Count = r.Count.clone()
 		}
 		c.Allow = append([]*List(nil), r.Allow...)
+		if r.Enforce != nil {
+			roll := *r.Enforce
+			c.Enforce = &roll
+		}
 		if r.Penalty != nil {
 			pen := *r.Penalty
 			pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
@@ -256,14 +366,22 @@ func New(opts Options) (*Limiter, error) {
 				return nil, err
 			}
 			c.Concurrency = &ConcurrencyRule{Limit: r.Concurrency.Limit, Lease: r.Concurrency.Lease}
+			if r.Limit != (sluice.Limit{}) {
+				// Its rate is decided with its slot (acquireLeases); the
+				// policy shares the rule's name, so that on Redis their
+				// keys share a hash slot.
+				if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit, nil, sluice.Sync{}); err != nil {
+					return nil, err
+				}
+			}
 		} else if r.Action != Exempt {
 			var err error
-			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit, r.Penalty); err != nil {
+			if c.def, err = newTierPolicy(opts.Store, r.Name, r.Name, r.Limit, r.Penalty, r.Sync); err != nil {
 				return nil, err
 			}
 			c.tiers = make(map[string]*tierPolicy, len(r.Tiers))
 			for t, lim := range r.Tiers {
-				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, r.Name+"#"+t, lim, r.Penalty); err != nil {
+				if c.tiers[t], err = newTierPolicy(opts.Store, r.Name, r.Name+"#"+t, lim, r.Penalty, r.Sync); err != nil {
 					return nil, err
 				}
 			}
@@ -274,6 +392,9 @@ func New(opts Options) (*Limiter, error) {
 		l.hasConc = l.hasConc || c.conc != nil
 		l.rules = append(l.rules, c)
 	}
+	if usesJWT && l.identity == nil {
+		return nil, fmt.Errorf("%w: a jwt key part needs Options.Identity to verify the tokens", ErrInvalidRule)
+	}
 	l.pool.New = func() any { return new(call) }
 	return l, nil
 }
@@ -282,11 +403,16 @@ func New(opts Options) (*Limiter, error) {
 // policy: the rule's name for its default limit, "<rule>#<tier>" for a
 // tier's, so that each tier keeps its own counters (policies of the same
 // name share state, and '#' cannot appear in a rule's name). Headers name
-// the rule. pen, if not nil, is the rule's penalty.
-func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pen *sluice.Penalty) (*tierPolicy, error) {
+// the rule. pen, if not nil, is the rule's penalty; sync its sync mode.
+func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pen *sluice.Penalty, sync sluice.Sync) (*tierPolicy, error) {
 	p, err := sluice.NewPolicy(policy, lim)
 	if err != nil {
 		return nil, fmt.Errorf("rule %q: %w", name, err)
+	}
+	if sync != (sluice.Sync{}) {
+		if p, err = p.WithSync(sync); err != nil {
+			return nil, fmt.Errorf("rule %q: %w", name, err)
+		}
 	}
 	if pen != nil {
 		if p, err = p.WithPenalty(*pen); err != nil {
@@ -297,7 +423,11 @@ func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pe
 	if err != nil {
 		return nil, err
 	}
-	return &tierPolicy{policy: p, lim: sl, item: policyItem(name, lim)}, nil
+	tp := &tierPolicy{policy: p, lim: sl, item: policyItem(name, lim)}
+	if lim.Calendar != nil {
+		tp.anchors = &anchorCache{store: store}
+	}
+	return tp, nil
 }
 
 // Handler returns next wrapped by the limiter.
@@ -381,7 +511,9 @@ type Event struct {
 
 // RuleEvent is one rule's part in a decision.
 type RuleEvent struct {
-	Rule   string
+	Rule string
+	// Action is the rule's action, or Shadow for a key the rule's
+	// Enforce leaves in shadow mode.
 	Action Action
 	// Tier is the tier whose limit applied: Options.Tiers.Default when the
 	// rule's Limit applied (the rule has no override for the request's
@@ -501,7 +633,6 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if len(c.soft) > 0 {
 		r.Header.Set(l.overLimit, string(c.soft))
 	}
-	l.writeHeaders(w.Header(), c)
 	if delay := c.maxDelay(); delay > 0 {
 		waitStart := time.Now()
 		t := time.NewTimer(delay)
@@ -535,6 +666,8 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		}
 		defer l.releaseLeases(ctx, c)
 	}
+	// After the slots, whose rules may decide a rate with them.
+	l.writeHeaders(w.Header(), c)
 	if c.counting() {
 		l.serveCounted(ctx, w, r, next, c)
 		return
@@ -592,7 +725,7 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			tp       *tierPolicy
 			ruleTier string
 		)
-		if rule.conc == nil {
+		if rule.conc == nil || rule.def != nil {
 			tp, ruleTier = l.policyOf(rule, r, &client)
 		}
 		start := len(c.keyBuf)
@@ -600,10 +733,14 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 		for _, k := range rule.Key {
 			switch {
 			case k.Source == SourceIP:
-				ipStart, ipEnd = l.appendIP(c, r, ipStart, ipEnd)
+				ipStart, ipEnd = l.appendIP(c, r, lists, ipStart, ipEnd)
 			default:
 				v, ok := p, true
-				if k.Source != SourcePath {
+				switch k.Source {
+				case SourcePath:
+				case SourceJWT:
+					v, ok = l.claim(r, &client, k.Name)
+				default:
 					v, ok = k.value(r)
 				}
 				switch {
@@ -613,7 +750,7 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 					skip = true
 				default:
 					c.keyBuf = append(c.keyBuf, 'm')
-					ipStart, ipEnd = l.appendIP(c, r, ipStart, ipEnd)
+					ipStart, ipEnd = l.appendIP(c, r, lists, ipStart, ipEnd)
 				}
 			}
 		}
@@ -625,7 +762,11 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			spans = append(spans, span{start, start})
 			continue
 		}
-		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Tier: ruleTier, Outcome: OutcomeAllowed})
+		action := rule.Action
+		if rule.Enforce != nil && !rule.Enforce.EnforcesBytes(rule.Name, c.keyBuf[start:]) {
+			action = Shadow // a key the rollout leaves in shadow mode
+		}
+		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: action, Tier: ruleTier, Outcome: OutcomeAllowed})
 		c.policies = append(c.policies, tp)
 		c.rules = append(c.rules, rule)
 		spans = append(spans, span{start, len(c.keyBuf)})
@@ -640,26 +781,28 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 }
 
 // appendIP appends the client's IP key part, copying it from an earlier
-// part of the buffer when another rule already computed it.
-func (l *Limiter) appendIP(c *call, r *http.Request, start, end int) (int, int) {
+// part of the buffer when another rule already computed it. The client's
+// address is found once per request, for the keys and the address lists
+// alike (lists).
+func (l *Limiter) appendIP(c *call, r *http.Request, lists *listState, start, end int) (int, int) {
 	if start >= 0 {
 		c.keyBuf = append(c.keyBuf, c.keyBuf[start:end]...)
 		return len(c.keyBuf) - (end - start), len(c.keyBuf)
 	}
 	s := len(c.keyBuf)
 	c.keyBuf = append(c.keyBuf, 'i')
-	b, err := l.ip.AppendKey(c.keyBuf, r)
-	if err != nil {
+	if a := l.clientAddr(r, lists); a.IsValid() {
+		c.keyBuf = l.ip.Key(a).AppendTo(c.keyBuf)
+	} else {
 		// No usable connection address (a Unix socket, say): key by what
 		// there is, so such requests still share a bounded counter.
-		b = appendValue(c.keyBuf[:s], 'u', r.RemoteAddr)
+		c.keyBuf = appendValue(c.keyBuf[:s], 'u', r.RemoteAddr)
 	}
-	c.keyBuf = b
 	return s, len(c.keyBuf)
 }
 
 func tagOf(k KeyPart) byte {
-	return "?ihqcmpsg"[k.Source]
+	return "?ihqcmpsgj"[k.Source]
 }
 
 // decide charges the Delay and Reject rules: all of them or none. It
@@ -670,7 +813,7 @@ func tagOf(k KeyPart) byte {
 func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed bool) {
 	for i := range c.events {
 		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || e.Action != Delay {
+		if tp == nil || e.Action != Delay || c.rules[i].conc != nil {
 			continue
 		}
 		res, err := tp.lim.Reserve(ctx, e.Key, 1, c.rules[i].MaxDelay)
@@ -694,7 +837,7 @@ func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed b
 		}
 	}
 	for i := range c.events {
-		if c.policies[i] != nil && c.events[i].Action == Reject && (c.rules[i].Count == nil || c.reserves(i)) {
+		if c.policies[i] != nil && c.events[i].Action == Reject && c.rules[i].conc == nil && (c.rules[i].Count == nil || c.reserves(i)) {
 			c.reqs = append(c.reqs, sluice.Request{Policy: c.policies[i].policy, Key: c.events[i].Key, N: 1})
 			c.idx = append(c.idx, i)
 		}
@@ -764,7 +907,16 @@ func (l *Limiter) chargeNonBlocking(ctx context.Context, c *call) {
 		if tp == nil || (e.Action != Shadow && e.Action != Soft) {
 			continue
 		}
-		d, err := tp.lim.Allow(ctx, e.Key)
+		var d sluice.Decision
+		var err error
+		if c.rules[i].Count != nil {
+			// A Count rule's key in shadow mode (Rule.Enforce) is checked
+			// now and charged once its response matches, as an enforced
+			// key is in CountAfter mode.
+			d, err = tp.lim.Peek(ctx, e.Key)
+		} else {
+			d, err = tp.lim.Allow(ctx, e.Key)
+		}
 		e.Decision, e.Err = d, err
 		switch {
 		case err != nil:

@@ -5,12 +5,15 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 )
 
 // Override is one client's exception to the tiers. A client is a value of
-// the request attribute named by Tiers.From: an API key, a user ID.
+// the request attribute named by Tiers.Client, or Tiers.From: an API key,
+// a user ID, a token's subject.
 type Override struct {
 	// Tier, if not empty, is the client's tier, whatever Tiers.Keys says
 	// or the attribute names.
@@ -19,6 +22,11 @@ type Override struct {
 	// place of its tier's. A limit for a Delay rule must be a bucket
 	// limit (token_bucket or gcra) to apply.
 	Limits map[string]sluice.Limit
+	// Anchor, if not nil, is the client's billing anchor: the calendar
+	// limits (sluice.Limit.Calendar) of every policy that decides its
+	// requests, its tier's and its own, start their periods there (see
+	// sluice.Policy.WithAnchor), keeping their counters.
+	Anchor *calendar.Anchor
 }
 
 // OverrideTier is the RuleEvent.Tier of a decision made under a client's
@@ -29,9 +37,11 @@ const OverrideTier = "override"
 // Build one with NewClientOverride; it is immutable and safe for
 // concurrent use.
 type ClientOverride struct {
-	client string
-	o      Override
-	rules  map[string]*tierPolicy // by rule name
+	client   string
+	o        Override
+	rules    map[string]*tierPolicy // by rule name
+	store    sluice.Store
+	anchored sync.Map // *tierPolicy → *tierPolicy with the client's anchor
 }
 
 // Overrides finds clients' overrides for a Limiter (Options.Overrides).
@@ -61,8 +71,8 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 	if o.Tier != "" && !validName(o.Tier) {
 		return nil, fmt.Errorf("%w: tier name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, o.Tier)
 	}
-	co := &ClientOverride{client: client, o: Override{Tier: o.Tier, Limits: make(map[string]sluice.Limit, len(o.Limits))},
-		rules: make(map[string]*tierPolicy, len(o.Limits))}
+	co := &ClientOverride{client: client, o: Override{Tier: o.Tier, Limits: make(map[string]sluice.Limit, len(o.Limits)), Anchor: o.Anchor},
+		rules: make(map[string]*tierPolicy, len(o.Limits)), store: store}
 	for _, rule := range sortedKeys(o.Limits) {
 		if !validName(rule) {
 			return nil, fmt.Errorf("%w: rule name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, rule)
@@ -71,6 +81,9 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 		p, err := sluice.NewPolicy(ClientPolicyName(rule, client), lim)
 		if err != nil {
 			return nil, fmt.Errorf("rule %q: %w", rule, err)
+		}
+		if o.Anchor != nil {
+			p = p.WithAnchor(*o.Anchor)
 		}
 		sl, err := sluice.NewWithPolicy(store, p)
 		if err != nil {
@@ -87,7 +100,7 @@ func (c *ClientOverride) Client() string { return c.client }
 
 // Override returns a copy of the override.
 func (c *ClientOverride) Override() Override {
-	o := Override{Tier: c.o.Tier, Limits: make(map[string]sluice.Limit, len(c.o.Limits))}
+	o := Override{Tier: c.o.Tier, Limits: make(map[string]sluice.Limit, len(c.o.Limits)), Anchor: c.o.Anchor}
 	for k, v := range c.o.Limits {
 		o.Limits[k] = v
 	}
@@ -106,12 +119,54 @@ func (c *ClientOverride) policy(rule *compiled) *tierPolicy {
 	return tp
 }
 
-// clientState is what a request's tier lookup found, computed at most once
-// per request.
+// withAnchor returns tp with the client's billing anchor applied to its
+// calendar limits: tp itself when the override has none or tp has no
+// calendar limit. The anchored policy keeps tp's name, and so its
+// counters. It is built once per policy and kept with the override. A
+// future source of anchors per request (a token claim) would apply
+// sluice.Policy.WithAnchor the same way, with a cache of its own.
+func (c *ClientOverride) withAnchor(tp *tierPolicy) *tierPolicy {
+	if c == nil || c.o.Anchor == nil || tp == nil {
+		return tp
+	}
+	if v, ok := c.anchored.Load(tp); ok {
+		return v.(*tierPolicy)
+	}
+	out := tp
+	if p := tp.policy.WithAnchor(*c.o.Anchor); p != tp.policy {
+		if sl, err := sluice.NewWithPolicy(c.store, p); err == nil {
+			out = &tierPolicy{policy: p, lim: sl, item: tp.item}
+		}
+	}
+	v, _ := c.anchored.LoadOrStore(tp, out)
+	return v.(*tierPolicy)
+}
+
+// clientState is what a request's tier lookup and identity found, each
+// computed at most once per request.
 type clientState struct {
 	done bool
 	tier string
 	ov   *ClientOverride
+
+	verified bool              // claims holds Identity.Claims
+	claims   map[string]string // nil without a verified token
+
+	anchorDone, hasAnchor bool // the request's billing anchor (Tiers.Anchor)
+	anchor                calendar.Anchor
+}
+
+// claim returns a claim of the request's verified token and whether it has
+// one that is not empty.
+func (l *Limiter) claim(r *http.Request, st *clientState, name string) (string, bool) {
+	if !st.verified {
+		st.verified = true
+		if l.identity != nil {
+			st.claims = l.identity.Claims(r)
+		}
+	}
+	v, ok := st.claims[name]
+	return v, ok && v != ""
 }
 
 // policyOf returns the policy of rule that applies to r, and its tier
@@ -119,40 +174,64 @@ type clientState struct {
 // tier's, else the default.
 func (l *Limiter) policyOf(rule *compiled, r *http.Request, st *clientState) (*tierPolicy, string) {
 	if len(rule.tiers) == 0 && l.overrides == nil {
-		return rule.def, l.tiers.Default
+		return l.requestAnchor(r, st, rule.def), l.tiers.Default
 	}
 	if !st.done {
 		st.done = true
-		st.tier, st.ov = l.tierOf(r)
+		st.tier, st.ov = l.tierOf(r, st)
 	}
 	if tp := st.ov.policy(rule); tp != nil {
 		return tp, OverrideTier
 	}
+	tp, tier := rule.def, l.tiers.Default
 	if t, ok := rule.tiers[st.tier]; ok {
-		return t, st.tier
+		tp, tier = t, st.tier
 	}
-	return rule.def, l.tiers.Default
+	if st.ov != nil && st.ov.o.Anchor != nil {
+		return st.ov.withAnchor(tp), tier
+	}
+	return l.requestAnchor(r, st, tp), tier
+}
+
+// requestAnchor returns tp with the billing anchor that r names
+// (Tiers.Anchor), or tp when r names none that parses or tp is no
+// calendar quota.
+func (l *Limiter) requestAnchor(r *http.Request, st *clientState, tp *tierPolicy) *tierPolicy {
+	if tp.anchors == nil || l.tiers.Anchor == (KeyPart{}) {
+		return tp
+	}
+	if !st.anchorDone {
+		st.anchorDone = true
+		if v, ok := l.attr(r, st, l.tiers.Anchor); ok {
+			if a, err := calendar.ParseAnchor(v); err == nil {
+				st.anchor, st.hasAnchor = a, true
+			}
+		}
+	}
+	if !st.hasAnchor {
+		return tp
+	}
+	return tp.withAnchor(st.anchor)
 }
 
 // tierOf returns the request's tier name and its client's override, if any.
-func (l *Limiter) tierOf(r *http.Request) (string, *ClientOverride) {
+func (l *Limiter) tierOf(r *http.Request, st *clientState) (string, *ClientOverride) {
 	if l.tiers.From == (KeyPart{}) {
 		return l.tiers.Default, nil
 	}
-	var v string
-	var ok bool
-	if l.tiers.From.Source == SourceIP {
-		if a, err := l.ip.Addr(r); err == nil {
-			v, ok = a.String(), true
-		}
-	} else {
-		v, ok = l.tiers.From.value(r)
-	}
-	if !ok {
-		return l.tiers.Default, nil
-	}
 	var ov *ClientOverride
-	if l.overrides != nil {
+	if l.tiers.Client != (KeyPart{}) && l.tiers.Client != l.tiers.From {
+		if client, ok := l.attr(r, st, l.tiers.Client); ok && l.overrides != nil {
+			if ov = l.overrides.Override(client); ov != nil && ov.o.Tier != "" {
+				return ov.o.Tier, ov
+			}
+		}
+	}
+	v, ok := l.attr(r, st, l.tiers.From)
+	if !ok {
+		return l.tiers.Default, ov
+	}
+	if l.overrides != nil && (l.tiers.Client == (KeyPart{}) || l.tiers.Client == l.tiers.From) {
 		if ov = l.overrides.Override(v); ov != nil && ov.o.Tier != "" {
 			return ov.o.Tier, ov
 		}
@@ -165,4 +244,19 @@ func (l *Limiter) tierOf(r *http.Request) (string, *ClientOverride) {
 		return t, ov
 	}
 	return v, ov
+}
+
+// attr returns the request's value of a tier or client attribute and
+// whether it has one.
+func (l *Limiter) attr(r *http.Request, st *clientState, k KeyPart) (string, bool) {
+	switch k.Source {
+	case SourceIP:
+		if a, err := l.ip.Addr(r); err == nil {
+			return a.String(), true
+		}
+		return "", false
+	case SourceJWT:
+		return l.claim(r, st, k.Name)
+	}
+	return k.value(r)
 }

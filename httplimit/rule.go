@@ -145,14 +145,41 @@ type Rule struct {
 	// tier keeps its own offences. Not for Exempt or Delay rules; a
 	// client override's limit (NewClientOverride) carries no penalty.
 	Penalty *sluice.Penalty
-	// Concurrency, if set, makes the rule a concurrency rule: instead of
-	// a rate, it limits how many matching requests per key are in flight
-	// at once. Such a rule takes Match, Key, Missing, Allow and an Action
-	// of Reject or Delay (with MaxDelay, the longest a request waits for a
-	// free slot), and no Limit, Tiers, Count or Penalty. It adds no
+	// Sync is how a store shared between processes keeps the rule's
+	// counters in step (see sluice.Policy.WithSync): exact (the zero
+	// value), quota leases, or async counts. It applies to the rule's
+	// limit and every tier's, which must then be token_bucket, gcra or
+	// fixed_window (not calendar quotas); not with Penalty nor for
+	// concurrency rules. In-process stores decide every mode exactly.
+	Sync sluice.Sync
+	// Concurrency, if set, makes the rule a concurrency rule: it limits
+	// how many matching requests per key are in flight at once. Such a
+	// rule takes Match, Key, Missing, Allow and an Action of Reject or
+	// Delay (with MaxDelay, the longest a request waits for a free slot),
+	// and no Tiers, Count, Penalty or Sync. Without a Limit it adds no
 	// rate-limit headers to the responses it admits; its 429s carry
 	// RateLimit-Policy with qu="concurrent-requests".
+	//
+	// With a Limit too, the rule limits both, decided together in one
+	// atomic step (sluice.Concurrency.AcquireTake: one script call on
+	// Redis): the rate is charged only if a slot is free, and a slot is
+	// taken only if the rate admits the request. Its admitted responses
+	// carry the rate's headers, as a rate rule's do; a 429 for the rate
+	// carries the rate's, a 429 for the slots the concurrency headers.
+	// With Delay, a request refused by either waits, asking again, up to
+	// MaxDelay; the Limit then need not be a bucket.
 	Concurrency *ConcurrencyRule
+	// Enforce, if set, enforces the rule on only a share of its keys,
+	// chosen by the key as the rule charges it (see RuleKey) and salted
+	// with the rule's Name (see sluice.Rollout): on the other keys the
+	// rule acts as a Shadow rule, charged on the same counters as
+	// enforced keys but never blocking, reported as OutcomeShadowLimited
+	// when over the limit, with Shadow as its RuleEvent's Action. The
+	// share is not part of the rule's limits, so changing it keeps every
+	// counter. A client's own limit (Options.Overrides) changes what its
+	// key is limited to, not whether it is enforced. Nil enforces every
+	// key. Only for Reject rules that are not concurrency rules.
+	Enforce *sluice.Rollout
 }
 
 // ConcurrencyRule is the limit of a concurrency rule (Rule.Concurrency).
@@ -204,10 +231,13 @@ func (r *Rule) Validate() error {
 		if len(r.Allow) > 0 {
 			return fmt.Errorf("%w: rule %q: an exempt rule takes no allow lists", ErrInvalidRule, r.Name)
 		}
-		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 || r.Count != nil || r.Penalty != nil {
-			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers, max delay, count or penalty", ErrInvalidRule, r.Name)
+		if len(r.Key) > 0 || r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.MaxDelay != 0 || r.Count != nil || r.Penalty != nil || r.Enforce != nil || r.Sync != (sluice.Sync{}) {
+			return fmt.Errorf("%w: rule %q: an exempt rule takes no key, limit, tiers, max delay, count, penalty, enforce or sync", ErrInvalidRule, r.Name)
 		}
 		return nil
+	}
+	if err := r.validateEnforce(); err != nil {
+		return err
 	}
 	for _, k := range r.Key {
 		if err := k.validate(); err != nil {
@@ -246,6 +276,26 @@ func (r *Rule) Validate() error {
 		return fmt.Errorf("%w: rule %q: action delay needs a max delay above 0 and at most %v, not %v", ErrInvalidRule, r.Name, sluice.MaxWait, r.MaxDelay)
 	case r.Action != Delay && r.MaxDelay != 0:
 		return fmt.Errorf("%w: rule %q: max delay is only for action delay", ErrInvalidRule, r.Name)
+	}
+	if r.Sync.Mode != sluice.SyncExact {
+		if err := r.Sync.Validate(); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+		if r.Penalty != nil {
+			return fmt.Errorf("%w: rule %q: sync %s is not for a rule with a penalty", ErrInvalidRule, r.Name, r.Sync.Mode)
+		}
+		limits := []sluice.Limit{r.Limit}
+		for _, l := range r.Tiers {
+			limits = append(limits, l)
+		}
+		for _, l := range limits {
+			if l.Algorithm == sluice.SlidingWindow || l.Algorithm == sluice.SlidingLog {
+				return fmt.Errorf("%w: rule %q: sync %s needs token_bucket, gcra or fixed_window, not %s", ErrInvalidRule, r.Name, r.Sync.Mode, l.Algorithm)
+			}
+			if l.Calendar != nil {
+				return fmt.Errorf("%w: rule %q: sync %s is not for a calendar quota (period %s)", ErrInvalidRule, r.Name, r.Sync.Mode, l.Calendar)
+			}
+		}
 	}
 	if r.Penalty != nil {
 		if r.Action == Delay {
@@ -318,8 +368,8 @@ func (r *Rule) validateConcurrency() error {
 	switch {
 	case r.Action != Reject && r.Action != Delay:
 		return fmt.Errorf("%w: rule %q: a concurrency rule's action is reject or delay, not %s", ErrInvalidRule, r.Name, r.Action)
-	case r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.Count != nil || r.Penalty != nil:
-		return fmt.Errorf("%w: rule %q: a concurrency rule takes no limit, tiers, count or penalty", ErrInvalidRule, r.Name)
+	case len(r.Tiers) > 0 || r.Count != nil || r.Penalty != nil || r.Sync != (sluice.Sync{}):
+		return fmt.Errorf("%w: rule %q: a concurrency rule takes no tiers, count, penalty or sync", ErrInvalidRule, r.Name)
 	case c.Limit < 1 || c.Limit > sluice.MaxConcurrency:
 		return fmt.Errorf("%w: rule %q: concurrency %d, want 1 to %d", ErrInvalidRule, r.Name, c.Limit, sluice.MaxConcurrency)
 	case c.Lease < sluice.MinLease || c.Lease > sluice.MaxLease:
@@ -328,6 +378,30 @@ func (r *Rule) validateConcurrency() error {
 		return fmt.Errorf("%w: rule %q: action delay needs a max delay above 0 and at most %v, not %v", ErrInvalidRule, r.Name, sluice.MaxWait, r.MaxDelay)
 	case r.Action != Delay && r.MaxDelay != 0:
 		return fmt.Errorf("%w: rule %q: max delay is only for action delay", ErrInvalidRule, r.Name)
+	}
+	if r.Limit != (sluice.Limit{}) {
+		if err := r.Limit.Validate(); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Name, err)
+		}
+	}
+	return nil
+}
+
+// validateEnforce checks a rule's Enforce.
+func (r *Rule) validateEnforce() error {
+	switch {
+	case r.Enforce == nil:
+		return nil
+	case r.Concurrency != nil:
+		return fmt.Errorf("%w: rule %q: enforce is not for concurrency rules", ErrInvalidRule, r.Name)
+	case r.Action != Reject:
+		// A delay rule's shadow keys would not wait, so what they report
+		// could not tell a wait from a rejection; shadow and soft rules
+		// enforce on no key already.
+		return fmt.Errorf("%w: rule %q: enforce is for action reject, not %s", ErrInvalidRule, r.Name, r.Action)
+	}
+	if err := r.Enforce.Validate(); err != nil {
+		return fmt.Errorf("%w: rule %q: enforce: %w", ErrInvalidRule, r.Name, err)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -210,4 +211,42 @@ func TestSweepCoversTableInOnePass(t *testing.T) {
 	if removed := s.Sweep(); removed != 1000 || s.Len() != 0 {
 		t.Errorf("one Sweep after every key expired: removed %d, %d left; want 1000 removed, none left", removed, s.Len())
 	}
+}
+
+// countingClock reads the bubble's time and counts its reads.
+type countingClock struct{ reads atomic.Int64 }
+
+func (c *countingClock) Now() time.Time { c.reads.Add(1); return time.Now() }
+
+// TestIdleStoreLeavesClockAlone checks that the janitor of a store holding
+// nothing does not read the clock, so that the default clock's goroutine,
+// which stops after a second without reads, stops on an idle server; and
+// that it reads it again once there is state to expire.
+func TestIdleStoreLeavesClockAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := &countingClock{}
+		s := memstore.New(memstore.Options{Clock: clk, SweepInterval: 100 * time.Millisecond, Shards: 4})
+		defer s.Close()
+		start := clk.reads.Load() // New reads it once
+		time.Sleep(time.Second)
+		if n := clk.reads.Load() - start; n != 0 {
+			t.Fatalf("empty store: the janitor read the clock %d times in 10 sweeps, want 0", n)
+		}
+		l := newLimiter(t, s, lim(sluice.GCRA, 1, time.Second))
+		allow(t, l, "k")
+		before := clk.reads.Load()
+		time.Sleep(time.Second)
+		if clk.reads.Load() == before {
+			t.Fatal("a store holding a key: the janitor never read the clock, want a read per sweep until the key expires")
+		}
+		time.Sleep(5 * time.Second) // the key expires and is swept
+		if n := s.Len(); n != 0 {
+			t.Fatalf("Len = %d after the key expired, want 0", n)
+		}
+		before = clk.reads.Load()
+		time.Sleep(time.Second)
+		if n := clk.reads.Load() - before; n != 0 {
+			t.Errorf("store emptied by the janitor: %d clock reads in 10 sweeps, want 0", n)
+		}
+	})
 }

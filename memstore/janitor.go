@@ -33,7 +33,13 @@ func (s *Store) Sweep() int {
 	for i := range s.shards {
 		sh := &s.shards[i]
 		sh.mu.Lock()
-		removed += sh.sweep(s.sec(s.now(), false))
+		if sh.tab.used > 0 || len(sh.logs) > 0 {
+			removed += sh.sweep(s.sec(s.now(), false))
+		} else {
+			// Nothing can expire: leave the clock unread, so that an idle
+			// store lets the default clock's goroutine stop.
+			sh.compact()
+		}
 		sh.mu.Unlock()
 	}
 	return removed
@@ -74,7 +80,14 @@ func (sh *shard) sweep(now uint32) int {
 			break
 		}
 	}
-	// Return memory once a shard has shrunk to an eighth of its table.
+	sh.compact()
+	return removed
+}
+
+// compact returns memory once a shard has shrunk to an eighth of its table,
+// and its sliding_log map to a quarter of its peak.
+func (sh *shard) compact() {
+	t := &sh.tab
 	if len(t.slots) > minSlots && t.used*8 < len(t.slots) {
 		t.resize(max(minSlots, 2*t.used))
 		sh.cursor = 0
@@ -83,7 +96,6 @@ func (sh *shard) sweep(now uint32) int {
 		sh.logs = shrink(sh.logs)
 		sh.peak = len(sh.logs)
 	}
-	return removed
 }
 
 // shrink copies m into a map sized for its contents; maps.Clone would keep

@@ -66,16 +66,27 @@ func (s *Store) Acquire(_ context.Context, name, key, id string, limit int64, le
 	k := leaseKey{name, key}
 	held := ls.live(k, now)
 	if int64(len(held)) >= limit {
-		st := status(false, held, now)
-		first := int64(-1)
-		for _, exp := range held {
-			if first < 0 || exp < first {
-				first = exp
-			}
-		}
-		st.RetryAfter = time.Duration(first - now)
-		return st, nil
+		return refused(held, now), nil
 	}
+	return ls.add(k, held, id, now, lease), nil
+}
+
+// refused is the status of an Acquire refused with held leases, all live.
+func refused(held map[string]int64, now int64) sluice.LeaseStatus {
+	st := status(false, held, now)
+	first := int64(-1)
+	for _, exp := range held {
+		if first < 0 || exp < first {
+			first = exp
+		}
+	}
+	st.RetryAfter = time.Duration(first - now)
+	return st
+}
+
+// add adds lease id to k, whose live leases are held (nil for none), and
+// returns the status of the grant. The caller holds ls.mu.
+func (ls *leases) add(k leaseKey, held map[string]int64, id string, now int64, lease time.Duration) sluice.LeaseStatus {
 	if held == nil {
 		if ls.keys == nil {
 			ls.keys = make(map[leaseKey]map[string]int64)
@@ -87,7 +98,7 @@ func (s *Store) Acquire(_ context.Context, name, key, id string, limit int64, le
 		ls.keys[k] = held
 	}
 	held[id] = now + int64(lease)
-	return status(true, held, now), nil
+	return status(true, held, now)
 }
 
 // Renew implements sluice.LeaseStore on the store's clock.
@@ -127,4 +138,56 @@ func (s *Store) leaseKeys() int {
 	s.leases.mu.Lock()
 	defer s.leases.mu.Unlock()
 	return len(s.leases.keys)
+}
+
+var _ sluice.LeaseTaker = (*Store)(nil)
+
+// AcquireTake implements sluice.LeaseTaker: the leases' lock is held
+// across the slot check, the policy's decision and the lease's addition,
+// so no Acquire or AcquireTake of the store runs in between. (Takes of p
+// that hold no lease may run in between; each is atomic on its own, so
+// neither limit is ever exceeded.)
+func (s *Store) AcquireTake(ctx context.Context, p *sluice.Policy, n int64, name, key, id string, limit int64, lease time.Duration) (sluice.Decision, sluice.LeaseStatus, error) {
+	ls := &s.leases
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	now := s.now()
+	k := leaseKey{name, key}
+	held := ls.live(k, now)
+	if int64(len(held)) >= limit {
+		d, err := s.Peek(ctx, p, key)
+		if err != nil {
+			return sluice.Decision{}, sluice.LeaseStatus{}, err
+		}
+		return d, refused(held, now), nil
+	}
+	d, err := s.Take(ctx, p, key, n)
+	if err != nil || !d.Allowed {
+		return d, status(false, held, now), err
+	}
+	return d, ls.add(k, held, id, now, lease), nil
+}
+
+var _ sluice.LeaseInspector = (*Store)(nil)
+
+// Leases implements sluice.LeaseInspector on the store's clock.
+func (s *Store) Leases(_ context.Context, name, key string, limit int64) (sluice.LeaseStatus, error) {
+	now := s.now()
+	ls := &s.leases
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	held := ls.live(leaseKey{name, key}, now)
+	if int64(len(held)) >= limit {
+		return refused(held, now), nil
+	}
+	return status(false, held, now), nil
+}
+
+// ResetLeases implements sluice.LeaseInspector.
+func (s *Store) ResetLeases(_ context.Context, name, key string) error {
+	ls := &s.leases
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	delete(ls.keys, leaseKey{name, key})
+	return nil
 }

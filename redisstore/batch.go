@@ -39,6 +39,12 @@ import (
 // request denied after earlier ones were charged, as for a store without a
 // TakeAll of its own (see sluice.TakeAll).
 //
+// A batch with a policy in lease or async mode (sluice.Policy.WithSync)
+// is decided request by request in the same way (and takes nothing for
+// strikes), since leases and async views are spent locally: a request is
+// checked against the lease or view in hand (or Redis when there is none)
+// and then taken from it.
+//
 // When Redis fails, the batch follows OnError: Local decides it atomically
 // on the fallback store (when that store can), Allow admits it, Deny denies
 // it; every Decision then has Degraded set.
@@ -49,13 +55,14 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if err := sluice.CheckBatch(reqs, out); err != nil {
 		return false, err
 	}
-	penalized := false
+	penalized, synced := false, false
 	for _, r := range reqs {
 		penalized = penalized || r.Policy.PenaltyRef() != nil
 		c := s.compile(r.Policy)
 		if c.err != nil {
 			return false, c.err
 		}
+		synced = synced || quotaMode(r.Policy, c) != sluice.SyncExact
 		comp = append(comp, c)
 		limits += len(c.suffixes)
 		if c.script == wideScript {
@@ -63,6 +70,16 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 	}
 	clear(out[:len(reqs)])
+	if synced {
+		// Leases and async views are spent locally, outside any script:
+		// such a batch is decided request by request.
+		if len(reqs) == 1 {
+			d, err := s.Take(ctx, reqs[0].Policy, reqs[0].Key, reqs[0].N)
+			out[0] = d
+			return d.Allowed && err == nil, err
+		}
+		return sluice.TakeEach(ctx, s, reqs, out)
+	}
 	if s.deny != nil {
 		now := s.localNow()
 		for i, r := range reqs {
@@ -83,7 +100,7 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	}
 	var res []int64
 	var err error
-	if s.coalesces(ctx, script == plainScript) {
+	if s.coalesces(script == plainScript) {
 		res, err = s.co.takeAll(ctx, s, reqs, comp, limits)
 	} else {
 		res, err = s.batchCall(ctx, reqs, comp, limits, script)
@@ -129,7 +146,7 @@ func batchArgs(op, now string, limits, room int) (keys, args []string) {
 func (s *Store) appendLimits(keys, args []string, reqs []sluice.Request, comp []*compiled) ([]string, []string) {
 	for i, r := range reqs {
 		keys = s.appendKeys(keys, comp[i], r.Policy, r.Key)
-		args = append(args, comp[i].args...)
+		args = append(args, s.limitArgs(comp[i])...)
 	}
 	return keys, args
 }

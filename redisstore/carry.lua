@@ -8,7 +8,11 @@
 -- A state key holds the definition that wrote it, "alg:count:period:burst;"
 -- (period in µs), followed by the state: three doubles {T, A, B} for
 -- buckets and windows, two {sum, seq} for sliding_log, whose entries lie in
--- the auxiliary key.
+-- the auxiliary key. A calendar window's definition ends in "@" and a
+-- digest of its calendar, "alg:count:period:burst@digest;" (period is its
+-- longest), and its state has five doubles {T, A, B, E, N}: E is the end of
+-- the window starting at T and N the end of the one after, so that the
+-- state tells its windows without the calendar.
 local floor = math.floor
 local D = 67108864 -- 2^26
 local D2 = D * D
@@ -126,6 +130,22 @@ local function fmt(x) return string.format('%.0f', x) end
 -- a partly used unit counting as used; for buckets also the debt in ticks.
 local function usage(from, v, at, now, aux)
   local alg, count, period, burst = from[1], from[2], from[3], from[4]
+  if from.cal ~= '' and (alg == 3 or alg == 4) then
+    if #v < at + 39 then return 0, {0, 0, 0} end
+    local T, A, B, E, N = struct.unpack('<ddddd', v, at)
+    local current = T > now or now < E
+    if alg == 3 then
+      if current then return A end
+      return 0
+    end
+    local start, L, prev, cur = T, E - T, A, B
+    if not current then
+      if now >= N then return 0 end
+      start, L, prev, cur = E, N - E, B, 0
+    end
+    local e = math.max(now - start, 0)
+    return divCeil(add(mul(prev, L - e), mul(cur, L)), L)
+  end
   if alg == 5 then
     local sum = 0
     for _, m in ipairs(redis.call('ZRANGEBYSCORE', aux, '(' .. fmt(now - period), '+inf')) do
@@ -179,14 +199,28 @@ end
 -- state; for sliding_log, "keep" (the entries in aux stay, with sum and
 -- seq) or "one" (one entry of u units at now, none if u is 0). With write,
 -- it also stores the carried state in key and aux with the new rule's TTL.
+--
+-- For a calendar window, to[7] holds the boundaries of the periods around
+-- now (as sluice.lua has them), and the carried state has five values.
 return function(v, def, to, now, key, aux, slack, write)
-  local fa, fc, fp, fb = string.match(v, '^(%d+):(%d+):(%d+):(%d+);')
+  local fa, fc, fp, fb, ftag = string.match(v, '^(%d+):(%d+):(%d+):(%d+)([^;:]*);')
   local from, at = nil, 0
   if fa then
-    from = {tonumber(fa), tonumber(fc), tonumber(fp), tonumber(fb)}
-    at = #fa + #fc + #fp + #fb + 5
+    from = {tonumber(fa), tonumber(fc), tonumber(fp), tonumber(fb), cal = ftag}
+    at = #fa + #fc + #fp + #fb + #ftag + 5
   end
   local alg, count, period, burst, l, p = to[1], to[2], to[3], to[4], to[5], to[6]
+  local bounds, tag = to[7], string.match(def, '(@[^;]*);$') or ''
+  -- cs, ce, cn: the calendar window containing now and the end of the next.
+  local cs, ce, cn = 0, 0, 0
+  if bounds then
+    for i = 1, #bounds - 2 do
+      if bounds[i] <= now and now < bounds[i + 1] then
+        cs, ce, cn = bounds[i], bounds[i + 1], bounds[i + 2]
+      end
+    end
+  end
+  local E, N = 0, 0
   if alg == 5 then
     if from and from[1] == 5 and from[3] == period and #v >= at + 15 then
       -- Same period: the entries are kept as they are.
@@ -243,7 +277,33 @@ return function(v, def, to, now, key, aux, slack, write)
         end
         reset = divCeil(d, l)
       end
-    elseif alg == 4 and from[1] == 4 and from[3] == period then
+    elseif bounds and alg == 4 and from[1] == 4 and from.cal == tag then
+      -- The same calendar: prev and cur each capped at the new Count.
+      T, A, B, E, N = struct.unpack('<ddddd', v, at)
+      A, B = math.min(A, count), math.min(B, count)
+      local stop, nxt, prev, cur = E, N, A, B
+      if T < cs then
+        stop, nxt, prev, cur = ce, cn, 0, 0
+        if E == cs then prev = B end
+      end
+      if cur > 0 then
+        reset = nxt - now
+      elseif prev > 0 then
+        reset = stop - now
+      else
+        T, A, B, E, N = 0, 0, 0, 0, 0
+      end
+    elseif bounds then
+      u = math.min(u, count)
+      if u > 0 then
+        T, E, N = cs, ce, cn
+        if alg == 3 then
+          A, reset = u, ce - now
+        else
+          B, reset = u, cn - now
+        end
+      end
+    elseif alg == 4 and from[1] == 4 and from[3] == period and from.cal == '' then
       -- Same period: prev and cur each capped at the new Count.
       T, A, B = struct.unpack('<ddd', v, at)
       A, B = math.min(A, count), math.min(B, count)
@@ -282,9 +342,11 @@ return function(v, def, to, now, key, aux, slack, write)
     if from and from[1] == 5 then redis.call('DEL', aux) end
     if T == 0 and A == 0 and B == 0 then
       redis.call('DEL', key)
+    elseif bounds then
+      redis.call('SET', key, def .. struct.pack('<ddddd', T, A, B, E, N), 'PX', ttl(reset, slack))
     else
       redis.call('SET', key, def .. struct.pack('<ddd', T, A, B), 'PX', ttl(reset, slack))
     end
   end
-  return T, A, B
+  return T, A, B, E, N
 end

@@ -25,10 +25,10 @@ import (
 // returns, the oldest queued take sends the queue, up to maxBatch takes, as
 // the next call. Each caller thus sends at most one call, its own.
 //
-// A queued take still ends with its context while it waits for a place.
-// Once it is part of a call, the call's deadline, Timeout after the oldest
-// take of the call arrived, bounds its wait. A coalescer is safe for
-// concurrent use.
+// A take ends with its context, queued or already part of a call (which
+// then goes on without it, as a call abandoned by its caller does); the
+// call's deadline, Timeout after the oldest take of the call arrived, bounds
+// the wait of the others. A coalescer is safe for concurrent use.
 type coalescer struct {
 	maxBusy, maxBatch int
 
@@ -105,7 +105,10 @@ func (co *coalescer) join(fill func(*waiter)) *waiter {
 }
 
 // wait waits for w's result, or for the batch it is to send, and appends
-// the result to dst.
+// the result to dst. It returns ctx's error as soon as ctx ends, whether w
+// is queued, part of a call in flight or leading one: the call then goes on
+// without it, and w is left to the garbage collector rather than the pool,
+// since the call still writes to it.
 func (co *coalescer) wait(ctx context.Context, s *Store, w *waiter, dst []int64) ([]int64, error) {
 	var batch []*waiter
 	select {
@@ -115,14 +118,49 @@ func (co *coalescer) wait(ctx context.Context, s *Store, w *waiter, dst []int64)
 			w.release()
 			return nil, ctx.Err()
 		}
-		batch = <-w.wake // already part of a call: its deadline bounds this
+		select {
+		case batch = <-w.wake:
+			if batch != nil { // handed a batch to lead just now
+				go co.send(s, batch)
+				return nil, ctx.Err()
+			}
+		default: // part of a call in flight, or about to be handed one
+			go func() {
+				if b := <-w.wake; b != nil {
+					co.send(s, b)
+				}
+			}()
+			return nil, ctx.Err()
+		}
 	}
-	if batch != nil {
-		co.send(s, batch)
+	if batch != nil && !co.lead(ctx, s, w, batch) {
+		return nil, ctx.Err()
 	}
 	res, err := append(dst, w.res...), w.err
 	w.release()
 	return res, err
+}
+
+// lead sends batch, led by w, and reports whether w's caller is still
+// there to read the result. The call's deadline is Timeout after w
+// arrived; a caller whose own deadline is earlier (Envoy's is 20ms by
+// default) sends it on another goroutine so as to return at that deadline.
+func (co *coalescer) lead(ctx context.Context, s *Store, w *waiter, batch []*waiter) bool {
+	if d, ok := ctx.Deadline(); !ok || !d.Before(w.start.Add(s.deadlines.timeout)) {
+		co.send(s, batch)
+		return true
+	}
+	done := make(chan struct{})
+	go func() {
+		co.send(s, batch)
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // leave takes w out of the queue, reporting whether it was still there.
@@ -194,9 +232,11 @@ func (s *Store) sendBatch(batch []*waiter) {
 	var res []int64
 	var err error
 	if w := batch[0]; len(batch) == 1 && len(w.reqs) == 1 {
-		r := w.reqs[0]
+		// f outlives guard when cctx ends first: it must not read w, which
+		// its caller may release by then.
+		r, c := w.reqs[0], w.comp[0]
 		res, err = guard(cctx, func() ([]int64, error) {
-			return s.callWithin(context.Background(), cctx, w.comp[0], r.Policy, r.Key, "take", r.N, 0, nil)
+			return s.callWithin(context.Background(), cctx, c, r.Policy, r.Key, "take", r.N, 0, nil)
 		})
 	} else {
 		keys, args := batchArgs("each", s.scriptNow(), nl, len(batch))

@@ -229,3 +229,112 @@ func TestCoalescedTakesWithinTimeout(t *testing.T) {
 		return err == nil && !d.Degraded
 	}, func() string { return "the store did not recover after Redis came back" })
 }
+
+// TestCoalescedTakesWithDeadlines is TestCoalescedTakesAreExact with every
+// decision made under a deadline, as Envoy's rate-limit calls are: they are
+// gathered into calls all the same, and exactly the limit is admitted.
+func TestCoalescedTakesWithDeadlines(t *testing.T) {
+	srv := redistest.Start(t)
+	const limit = 2000
+	var lims []*sluice.Limiter
+	for range 2 {
+		s := open(t, redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second, DenyCache: -1})
+		lims = append(lims, limiter(t, s, "hot", sluice.Limit{Algorithm: sluice.FixedWindow, Count: limit, Period: time.Hour}))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := commandCalls(t, srv, "evalsha", "eval")
+	admitted := hammerCtx(t, ctx, lims, "k", 64, 40)
+	calls := commandCalls(t, srv, "evalsha", "eval") - before
+	if admitted != limit {
+		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, 2*64*40, limit)
+	}
+	if decisions := 2 * 64 * 40; calls >= decisions/2 {
+		t.Errorf("%d decisions with deadlines took %d script calls, want them gathered into fewer than half as many", decisions, calls)
+	}
+}
+
+// TestCoalescedTakeEndsAtItsDeadline pauses Redis with both of a store's
+// calls in flight, made by callers that give up after 1.5s, and shortly
+// before that queues a take whose deadline falls soon after and one
+// without a deadline, in either order: once the first callers give up the
+// queue goes to Redis as one call, which hangs until the store's Timeout
+// (4s) after the older of the two arrived; the take with the deadline
+// returns at its deadline, whether it leads the call or not, and the other
+// is answered from the fallback when the call's Timeout ends. (Should the
+// call fail at once instead, both are answered from the fallback before
+// the deadline: the take with the deadline must in no case wait longer.)
+func TestCoalescedTakeEndsAtItsDeadline(t *testing.T) {
+	for _, leads := range []bool{true, false} {
+		t.Run(fmt.Sprintf("leads=%v", leads), func(t *testing.T) {
+			srv := redistest.Start(t)
+			const timeout, first = 4 * time.Second, 1500 * time.Millisecond
+			store := open(t, redisstore.Options{URL: srv.URL(), Timeout: timeout, DenyCache: -1, BreakerThreshold: 1000})
+			p := policy(t, "p", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1000, Period: time.Hour})
+			ctx := context.Background()
+			if _, err := store.Take(ctx, p, "warm", 1); err != nil {
+				t.Fatal(err)
+			}
+			srv.Pause(t)
+			defer srv.Resume(t)
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			for i := range 2 {
+				wg.Go(func() {
+					fctx, cancel := context.WithTimeout(ctx, first)
+					defer cancel()
+					store.Take(fctx, p, fmt.Sprint("first", i), 1)
+				})
+			}
+			eventually(t, 5*time.Second, func() bool { busy, _ := redisstore.Coalescing(store); return busy == 2 },
+				func() string { return "the first two takes did not fill the store's calls" })
+			time.Sleep(first - 300*time.Millisecond)
+
+			const within = 700 * time.Millisecond
+			type result struct {
+				err  error
+				d    sluice.Decision
+				took time.Duration
+			}
+			short, other := make(chan result, 1), make(chan result, 1)
+			take := func(key string, deadline bool, out chan<- result) {
+				tctx := ctx
+				if deadline {
+					var cancel context.CancelFunc
+					tctx, cancel = context.WithTimeout(ctx, within)
+					defer cancel()
+				}
+				start := time.Now()
+				d, err := store.Take(tctx, p, key, 1)
+				out <- result{err, d, time.Since(start)}
+			}
+			queue := func(key string, deadline bool, out chan<- result, n int) {
+				go take(key, deadline, out)
+				eventually(t, 5*time.Second, func() bool { _, q := redisstore.Coalescing(store); return q == n },
+					func() string { return key + " did not queue" })
+			}
+			if leads {
+				queue("short", true, short, 1)
+				queue("other", false, other, 2)
+			} else {
+				queue("other", false, other, 1)
+				queue("short", true, short, 2)
+			}
+			r := <-short
+			early := r.err == nil && r.d.Degraded && r.took < within
+			if !errors.Is(r.err, context.DeadlineExceeded) && !early {
+				t.Errorf("take with a %v deadline: %+v, %v after %v; want context.DeadlineExceeded", within, r.d, r.err, r.took)
+			}
+			if r.took > within+500*time.Millisecond {
+				t.Errorf("take with a %v deadline returned after %v, want at its deadline", within, r.took)
+			}
+			if early {
+				t.Logf("the call failed at once: the take was answered from the fallback after %v", r.took)
+			}
+			r = <-other
+			if r.err != nil || !r.d.Degraded {
+				t.Errorf("take queued with it: %+v, %v; want a decision from the fallback", r.d, r.err)
+			}
+		})
+	}
+}

@@ -57,3 +57,10 @@ func Wide(s *Store, p *sluice.Policy) bool {
 	c := s.compile(p).script
 	return c == wideScript || c == penaltyWideScript
 }
+
+// Coalescing reports the coalescer's calls in flight and takes queued.
+func Coalescing(s *Store) (busy, queued int) {
+	s.co.mu.Lock()
+	defer s.co.mu.Unlock()
+	return s.co.busy, len(s.co.queue)
+}

@@ -80,6 +80,12 @@ func allow(t *testing.T, l *sluice.Limiter, key string) sluice.Decision {
 // degraded decision fails t.
 func hammer(t *testing.T, lims []*sluice.Limiter, key string, workers, perWorker int) int {
 	t.Helper()
+	return hammerCtx(t, context.Background(), lims, key, workers, perWorker)
+}
+
+// hammerCtx is hammer with every decision made with ctx.
+func hammerCtx(t *testing.T, ctx context.Context, lims []*sluice.Limiter, key string, workers, perWorker int) int {
+	t.Helper()
 	var admitted, bad atomic.Int64
 	var first atomic.Value
 	var wg sync.WaitGroup
@@ -89,7 +95,7 @@ func hammer(t *testing.T, lims []*sluice.Limiter, key string, workers, perWorker
 			wg.Go(func() {
 				<-start
 				for range perWorker {
-					d, err := l.Allow(context.Background(), key)
+					d, err := l.Allow(ctx, key)
 					switch {
 					case err != nil:
 						bad.Add(1)

@@ -1,6 +1,7 @@
 -- Sluice's Redis script for concurrency leases. KEYS[1] is a sorted set
 -- of the leases of one name and key: member the lease id, score its expiry
--- in µs. ARGV: op ("acquire", "renew" or "release"), the lease id, the time
+-- in µs. ARGV: op ("acquire", "renew", "release", "peek" or "reset"), the
+-- lease id, the time
 -- in µs ("" for the server's TIME), the limit, the lease timeout in µs.
 --
 -- Every call first removes the expired leases, then acts, then sets the
@@ -38,6 +39,13 @@ elseif op == 'renew' then
   end
 elseif op == 'release' then
   granted = redis.call('ZREM', key, id)
+elseif op == 'peek' then
+  if redis.call('ZCARD', key) >= tonumber(ARGV[4]) then
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    retry = tonumber(first[2]) - now
+  end
+elseif op == 'reset' then
+  redis.call('DEL', key)
 else
   return redis.error_reply('unknown op ' .. tostring(op))
 end

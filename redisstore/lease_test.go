@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 	"github.com/sluicehq/sluice/storetest"
 )
@@ -30,6 +31,35 @@ func leaseViews(base redisstore.Options) func(t *testing.T, clk *clock.Fake, n i
 		}
 		return out
 	}
+}
+
+// takeViews is leaseViews for storetest.RunAcquireTake.
+func takeViews(base redisstore.Options) func(t *testing.T, clk *clock.Fake, n int) []storetest.RateLeaseStore {
+	views := leaseViews(base)
+	return func(t *testing.T, clk *clock.Fake, n int) []storetest.RateLeaseStore {
+		var out []storetest.RateLeaseStore
+		for _, s := range views(t, clk, n) {
+			out = append(out, s.(*redisstore.Store))
+		}
+		return out
+	}
+}
+
+// A rate policy and a concurrency limit decided in one script call pass the
+// conformance suite on one server, with hashed keys, and on a cluster (the
+// policy and the limit share a name, so their keys share a slot).
+func TestAcquireTakeConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	t.Run("single", func(t *testing.T) {
+		storetest.RunAcquireTake(t, takeViews(redisstore.Options{URL: "redis://" + srv.Addr}))
+	})
+	t.Run("hashed", func(t *testing.T) {
+		storetest.RunAcquireTake(t, takeViews(redisstore.Options{URL: "redis://" + srv.Addr, HashKeys: true, HashSecret: []byte("s")}))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		nodes := redistest.StartCluster(t, 3)
+		storetest.RunAcquireTake(t, takeViews(redisstore.Options{Addrs: []string{nodes[0].Addr, nodes[1].Addr, nodes[2].Addr}}))
+	})
 }
 
 // Leases pass the conformance suite with several stores on one server, on
@@ -96,12 +126,18 @@ func TestLeaseServerTime(t *testing.T) {
 	}
 }
 
-// When Redis is down, Acquire reports the error and grants nothing (leases
-// have no fallback); once Redis is back, leases work again.
+// rateOnly hides a store's leases.
+type rateOnly struct{ sluice.Store }
+
+// When Redis is down and the Local fallback store keeps no leases, Acquire
+// reports the error and grants nothing; a lease held in Redis cannot be
+// released until Redis is back, and then it can.
 func TestLeaseRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	s := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 200 * time.Millisecond, BreakerThreshold: 1000})
+	fb := memstore.New(memstore.Options{})
+	t.Cleanup(func() { fb.Close() })
+	s := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 200 * time.Millisecond, BreakerThreshold: 1000, Fallback: rateOnly{fb}})
 	c, err := sluice.NewConcurrency(s, "down", 1, time.Minute)
 	if err != nil {
 		t.Fatal(err)

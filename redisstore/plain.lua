@@ -7,7 +7,7 @@
 -- package algo's Go code as that does.
 --
 -- It is written for speed: Redis runs the whole chunk on every call, so it
--- creates only four small helper closures (five for reserve and cancel)
+-- creates only five small helper closures (six for reserve and cancel)
 -- and no tables but its reply (and, for policies of several limits, one
 -- table of pending writes per request): the
 -- algorithms are inline in the main loop and their arithmetic is plain
@@ -55,6 +55,24 @@ local function debt(alg, T, A, B, at, cap, l, p)
   end
   if at >= T then return math.max(cap - (A * p + B) - (at - T) * l, 0) end
   return cap - (A * p + B) + (T - at) * l
+end
+
+-- leased returns the units of the live quota leases on the bucket whose
+-- state is at key, as ticks of debt (units × p): quota.lua records the
+-- leases of processes deciding the limit in lease mode at key .. ':g' (id
+-- -> "units:expiry µs"), and while they are live the bucket's debt never
+-- falls below them, so that a process deciding exactly beside them never
+-- spends the tokens they hold. A lease ended is no longer spent, so its
+-- record counts no more. A key never leased has no record: one EXISTS.
+local function leased(key, now, p)
+  local g = key .. ':g'
+  if redis.call('EXISTS', g) == 0 then return 0 end
+  local held = 0
+  for _, v in ipairs(redis.call('HVALS', g)) do
+    local u, exp = string.match(v, '^(%d+):(%d+)$')
+    if tonumber(exp) > now then held = held + tonumber(u) end
+  end
+  return held * p
 end
 
 -- slack pads TTLs when the caller supplies the time: TTLs run on the server's
@@ -112,7 +130,7 @@ if op == 'cancel' then
       local key, def = KEYS[2 * i - 1], ARGV[b + 8]
       local T, A, B = load(i)
       if not (T == 0 and A == 0 and B == 0) then
-        local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, 0)
+        local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, leased(key, now, p))
         if d == 0 then
           redis.call('DEL', key)
         else
@@ -164,6 +182,7 @@ if op == 'reserve' then
         d = burst * p - (A * p + B) + (T - now) * l
       end
     end
+    d = math.max(d, leased(KEYS[2 * i - 1], now, p))
     local room = (burst - n) * p
     if d > room then
       local w, r = divmod(d - room, l)
@@ -253,7 +272,9 @@ for i = 1, nl do
     -- TokenBucket and GCRA (algo.Rule.evalBucket): the debt d in ticks.
     local burst, l, p = tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local cap = burst * p
-    local d = debt(alg, T, A, B, at, cap, l, p)
+    -- The leases' floor is debt as of now (as quota.lua's), refilled by
+    -- a reservation's time at.
+    local d = math.max(debt(alg, T, A, B, at, cap, l, p), leased(key, now, p) - (at - now) * l)
     local room = cap - cost * p
     ok = d <= room
     if not ok then

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -112,5 +113,37 @@ func TestDegradedProbesWithoutTraffic(t *testing.T) {
 		func() string { return "Redis back and a probe due: Degraded() still true" })
 	if d := allow(t, lim, "k"); d.Degraded {
 		t.Errorf("after Degraded() turned false: got a degraded decision")
+	}
+}
+
+// TestRestartLeavesNoStaleConnection restarts Redis under a store with 8
+// connections, of which a probe's PING tests only one: once the store is
+// back, no decision falls back because it rode a connection that broke
+// while Redis was away (such a command never reached Redis and is sent
+// again on a fresh connection).
+func TestRestartLeavesNoStaleConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	fake := clock.NewFake(epoch)
+	var failures atomic.Int64
+	store := open(t, redisstore.Options{URL: srv.URL(), Timeout: slow, BreakerThreshold: 1, Connections: 8,
+		OnFailure: func(error) { failures.Add(1) }})
+	redisstore.SetBreakerClock(store, fake.Now)
+	lim := limiter(t, store, "stale", hourly)
+	for i := range 64 { // spread over the connections
+		allow(t, lim, fmt.Sprint("k", i))
+	}
+	srv.Stop()
+	if d := allow(t, lim, "k"); !d.Degraded {
+		t.Fatalf("Redis down: decision not degraded")
+	}
+	srv.Restart(t)
+	fake.Advance(1250 * time.Millisecond)
+	eventually(t, 5*time.Second, func() bool { return !store.Degraded() },
+		func() string { return "Redis back and a probe due: Degraded() still true" })
+	before := failures.Load()
+	for i := range 64 {
+		if d := allow(t, lim, fmt.Sprint("k", i)); d.Degraded {
+			t.Fatalf("decision %d after recovery fell back (%d failures since)", i, failures.Load()-before)
+		}
 	}
 }

@@ -32,6 +32,15 @@
 // and Redis spends about a quarter less CPU per decision. A lone caller's
 // take goes at once and alone.
 //
+// # Hot keys: quota leases and async counts
+//
+// A policy in sluice.SyncLease mode (sluice.Policy.WithSync) has its hot
+// keys decided locally from quota leases taken from Redis, never exceeding
+// its limits; one in sluice.SyncAsync mode is decided locally and its
+// counts sent every interval, within a stated bound. Both run quota.lua;
+// see quota.go for the rules and README ("Hot keys at local speed") for
+// the bounds. Store.QuotaStats reports the units held and the calls made.
+//
 // # Time
 //
 // By default the script reads the Redis server's clock (TIME), so processes
@@ -100,11 +109,16 @@ package redisstore
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"math/bits"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -264,12 +278,11 @@ type Options struct {
 	// then spends about a quarter less CPU per decision and the client writes
 	// less. A take that finds a call free goes at once and alone, so a lone
 	// caller waits for nothing. Takes are coalesced on a single server or a
-	// Sentinel-managed one (a cluster's keys lie in different slots), for
-	// policies in plain arithmetic (nearly all), and for callers whose
-	// context has no deadline of its own. A queued take still ends with its
-	// context; once sent, Timeout after the oldest take of its call arrived
-	// bounds its wait. Default 32, at most 256; 1 or less sends every take
-	// alone.
+	// Sentinel-managed one (a cluster's keys lie in different slots) and
+	// for policies in plain arithmetic (nearly all). A take ends with its
+	// context, queued or sent (its call then goes on without it); Timeout
+	// after the oldest take of a call arrived bounds the wait of the
+	// others. Default 32, at most 256; 1 or less sends every take alone.
 	Coalesce int
 
 	// Prefix starts every key. Default "sluice".
@@ -342,6 +355,22 @@ type Options struct {
 	// may go unreported. It must return quickly and must not call the
 	// store's decision methods.
 	OnStateChange func(degraded bool, err error)
+	// LeaseRate is how many decisions per second on one key, in this
+	// process, make it hot: a policy in sluice.SyncLease mode takes quota
+	// leases on a key only from this rate on, and decides colder keys one
+	// request per call. Default 50.
+	LeaseRate int
+	// LeaseFraction is the most of a limit's Burst (Count, for a window)
+	// that one quota lease takes: it bounds the units one process can hold
+	// unused, which other processes' clients may be refused meanwhile. A
+	// limit for which it makes leases of fewer than 2 units is never
+	// leased. Default 0.05; at most 1.
+	LeaseFraction float64
+	// LeaseTTL is how long a quota lease lasts at most: a lease a crashed
+	// process holds returns (a window's with its window, a bucket's as
+	// spent tokens that refill from then on) after this long. A lease
+	// aims to be spent in about a quarter of it. Default 1s.
+	LeaseTTL time.Duration
 	// ConnectLater makes New succeed while Redis is unreachable instead of
 	// failing, so that a process can start during a Redis outage: the
 	// store keeps connecting in the background (after 100ms, then about
@@ -369,6 +398,7 @@ type Store struct {
 	onFailure func(error)
 	onState   func(degraded bool, err error)
 	hash      *hasher // with Options.HashKeys
+	quota     quotas  // keys in lease or async mode
 
 	// bg tracks the breaker's probes, so that Close waits for them.
 	bg struct {
@@ -399,6 +429,7 @@ func New(opts Options) (*Store, error) {
 		onFailure: opts.OnFailure,
 		onState:   opts.OnStateChange,
 	}
+	s.quota.init(opts)
 	if s.prefix == "" {
 		s.prefix = "sluice"
 	}
@@ -508,6 +539,7 @@ func (s *Store) Close() error {
 	if s.connector != nil {
 		s.connector.stop()
 	}
+	s.closeQuotas()
 	s.bg.Lock()
 	s.bg.closed = true
 	s.bg.Unlock()
@@ -544,6 +576,64 @@ type compiled struct {
 	slots    []uint32
 	script   *rueidis.Lua // plainScript, or wideScript if a rule needs it; their penalty forms for a penalty
 	pen      []string     // for a penalty: the ARGV after the script's (see penalty.lua)
+	cals     []calArg     // the calendar limits, whose windows are sent with every call
+	bounds   atomic.Pointer[calBounds]
+	// quotaArgs are quota.lua's limit arguments, for a policy in lease or
+	// async mode that it runs; nil otherwise (see quotaArgs).
+	quotaArgs []string
+}
+
+// calArg is a calendar limit of a policy: its period argument, at index
+// arg of compiled.args, is replaced at every call by the boundaries of the
+// periods around the store's time (see sluice.lua).
+type calArg struct {
+	arg int
+	cal algo.Calendar
+}
+
+// calBounds is compiled.args with the calendar limits' boundaries for the
+// times from lo to hi (ns), when every calendar limit is in one period.
+type calBounds struct {
+	lo, hi int64
+	args   []string
+}
+
+// limitArgs returns the arguments of c's limits for a call now: c.args,
+// with the windows of calendar limits around the store's time. Lua has no
+// time zone data, so the store computes the boundaries of six consecutive
+// periods, the one containing its time in the middle; a call on the
+// server's clock lands within them unless the clocks are a period apart.
+func (s *Store) limitArgs(c *compiled) []string {
+	if len(c.cals) == 0 {
+		return c.args
+	}
+	now := time.Now().UnixNano()
+	if s.clock != nil {
+		now = s.clock.Now().UnixNano()
+	}
+	if b := c.bounds.Load(); b != nil && b.lo <= now && now < b.hi {
+		return b.args
+	}
+	b := &calBounds{lo: math.MinInt64, hi: math.MaxInt64, args: slices.Clone(c.args)}
+	for _, ca := range c.cals {
+		s0, e0 := ca.cal.Period(now)
+		s1, _ := ca.cal.Period(s0 - 1)
+		s2, _ := ca.cal.Period(s1 - 1)
+		_, e1 := ca.cal.Period(e0)
+		_, e2 := ca.cal.Period(e1)
+		b.lo, b.hi = max(b.lo, s0), min(b.hi, e0)
+		var sb strings.Builder
+		sb.WriteByte('c')
+		for i, t := range []int64{s2, s1, s0, e0, e1, e2} {
+			if i > 0 {
+				sb.WriteByte(',')
+			}
+			sb.WriteString(strconv.FormatInt(t/int64(time.Microsecond), 10))
+		}
+		b.args[ca.arg] = sb.String()
+	}
+	c.bounds.Store(b)
+	return b.args
 }
 
 func (s *Store) compile(p *sluice.Policy) *compiled {
@@ -567,6 +657,13 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			wide = "1"
 			c.script = wideScript
 		}
+		if cal := r.Calendar(); cal != nil {
+			// Only sluice.lua knows calendar windows.
+			sum := sha256.Sum256([]byte(cal.String()))
+			def = fmt.Sprintf("%d:%d:%d:%d@%s;", algCode(r.Algorithm()), r.Count(), us, r.Burst(), base64.RawURLEncoding.EncodeToString(sum[:9]))
+			c.script = wideScript
+			c.cals = append(c.cals, calArg{arg: len(c.args) + 2, cal: cal})
+		}
 		c.args = append(c.args,
 			strconv.Itoa(algCode(r.Algorithm())), strconv.FormatInt(r.Count(), 10), strconv.FormatInt(us, 10),
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
@@ -585,6 +682,9 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 		c.slots = append(c.slots, p.PenaltySlot())
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
+	if c.err == nil {
+		c.quotaArgs = quotaArgs(p, c)
+	}
 	actual, _ := s.policies.LoadOrStore(p, c)
 	return actual.(*compiled)
 }
@@ -724,10 +824,10 @@ func (s *Store) call(ctx context.Context, c *compiled, p *sluice.Policy, key, op
 // callWithin is call within cctx, once the breaker has let it through.
 func (s *Store) callWithin(ctx, cctx context.Context, c *compiled, p *sluice.Policy, key, op string, n, arg int64, res []int64) ([]int64, error) {
 	args := c.take1
-	if op != "take" || n != 1 || s.clock != nil || c.pen != nil {
+	if op != "take" || n != 1 || s.clock != nil || c.pen != nil || c.cals != nil {
 		args = make([]string, 0, 5+len(c.args)+len(c.pen))
 		args = append(args, op, strconv.FormatInt(n, 10), s.scriptNow(), strconv.FormatInt(arg, 10), strconv.Itoa(len(c.suffixes)))
-		args = append(args, c.args...)
+		args = append(args, s.limitArgs(c)...)
 		args = append(args, c.pen...)
 	}
 	want := 2 + 4*len(c.suffixes)
@@ -764,6 +864,14 @@ func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, k
 		return nil, s.connector.err()
 	}
 	reply, err := script.Exec(cctx, client, keys, args).ToArray()
+	for try := 0; err != nil && try < maxResends && unsent(err) && callerDone(ctx) == nil; try++ {
+		// The connection had broken while idle (Redis restarted) and the
+		// command never left: the client replaces that connection, and
+		// sending again cannot charge twice. The next try may pick another
+		// connection that broke the same way, hence the loop; each fails at
+		// once.
+		reply, err = script.Exec(cctx, client, keys, args).ToArray()
+	}
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			return nil, cerr // the caller gave up; Redis is not to blame
@@ -784,6 +892,20 @@ func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, k
 		s.changed()
 	}
 	return res, nil
+}
+
+// maxResends bounds the resends of a command that found its connection
+// broken: one per connection the client keeps to a node, for any sensible
+// Options.Connections (default 2). Each fails at once, with no round trip.
+const maxResends = 64
+
+// unsent reports whether err is a failure to write a command to a
+// connection that Redis had closed (broken pipe, reset): Redis has not
+// seen the command. A connection broken while a command was on its way
+// fails on read instead, and is not sent again.
+func unsent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "write"
 }
 
 // failure records err, a failure of Redis, with the breaker, and returns
@@ -854,11 +976,17 @@ func (s *Store) failed(p *sluice.Policy) sluice.Decision {
 	if s.onError == Allow {
 		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
 	}
-	retry := time.Second
-	if open, until, _ := s.breaker.state(); open {
-		retry = max(until.Sub(now), time.Millisecond)
-	}
+	retry := s.failedRetry(now)
 	return sluice.Decision{Limit: r.Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}
+}
+
+// failedRetry is the RetryAfter of OnError Deny at now: until the open
+// breaker next tries Redis, or a second.
+func (s *Store) failedRetry(now time.Time) time.Duration {
+	if open, until, _ := s.breaker.state(); open {
+		return max(until.Sub(now), time.Millisecond)
+	}
+	return time.Second
 }
 
 // Take implements sluice.Store.
@@ -866,6 +994,12 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	c := s.compile(p)
 	if c.err != nil {
 		return sluice.Decision{}, c.err
+	}
+	switch quotaMode(p, c) {
+	case sluice.SyncLease:
+		return s.takeLeased(ctx, c, p, key, n)
+	case sluice.SyncAsync:
+		return s.takeAsync(ctx, c, p, key, n)
 	}
 	var id [2]uint64
 	if s.deny != nil {
@@ -881,7 +1015,7 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	var rb [10]int64 // the reply for up to two limits, on the stack
 	var res []int64
 	var err error
-	if s.coalesces(ctx, c.script == plainScript) {
+	if s.coalesces(c.script == plainScript) {
 		res, err = s.co.take(ctx, s, c, p, key, n, rb[:0])
 	} else {
 		res, err = s.call(ctx, c, p, key, "take", n, 0, rb[:0])
@@ -902,14 +1036,11 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	return d, nil
 }
 
-// coalesces reports whether a take or batch with ctx, whose policies are
-// all in plain arithmetic or not, goes through the coalescer (see
+// coalesces reports whether a take or batch whose policies are all in
+// plain arithmetic or not goes through the coalescer (see
 // Options.Coalesce).
-func (s *Store) coalesces(ctx context.Context, plain bool) bool {
+func (s *Store) coalesces(plain bool) bool {
 	if s.co == nil || !plain {
-		return false
-	}
-	if _, ok := ctx.Deadline(); ok {
 		return false
 	}
 	cl := s.client()
@@ -958,6 +1089,11 @@ func (s *Store) Peek(ctx context.Context, p *sluice.Policy, key string) (sluice.
 	if c.err != nil {
 		return sluice.Decision{}, c.err
 	}
+	if quotaMode(p, c) != sluice.SyncExact {
+		if d, ok := s.peekLocal(p, c, key); ok {
+			return d, nil
+		}
+	}
 	var rb [10]int64
 	res, err := s.call(ctx, c, p, key, "peek", 0, 0, rb[:0])
 	if err != nil {
@@ -975,6 +1111,9 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 	maxUs := int64(maxWait / time.Microsecond)
 	if s.deny != nil {
 		s.deny.forget(s.deny.id(c.slots, key))
+	}
+	if quotaMode(p, c) != sluice.SyncExact {
+		return s.reserveQuota(ctx, c, p, key, n, maxWait)
 	}
 	var rb [10]int64
 	res, err := s.call(ctx, c, p, key, "reserve", n, maxUs, rb[:0])
@@ -1004,8 +1143,14 @@ func (s *Store) Cancel(ctx context.Context, p *sluice.Policy, key string, n int6
 	if s.deny != nil {
 		s.deny.forget(s.deny.id(c.slots, key))
 	}
-	var rb [2]int64
-	if _, err := s.call(ctx, c, p, key, "cancel", n, at.UnixMicro(), rb[:0]); err != nil {
+	var err error
+	if quotaMode(p, c) != sluice.SyncExact {
+		_, err = s.quotaCall(ctx, c, p, key, "cancel", n, at.UnixMicro(), 0, "", "", 0, "")
+	} else {
+		var rb [2]int64
+		_, err = s.call(ctx, c, p, key, "cancel", n, at.UnixMicro(), rb[:0])
+	}
+	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
 			return cerr
 		}
@@ -1042,6 +1187,11 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 	cctx, cancel := s.deadlines.bound(ctx)
 	defer cancel()
 	keys := s.keys(c, p, key)
+	if c.quotaArgs != nil {
+		// The lease records, and the lease or async view in hand.
+		keys = append(keys, keys[0]+":g")
+		s.quota.forget(p, key)
+	}
 	if err := client.Do(cctx, client.B().Del().Key(keys...).Build()).Error(); err != nil {
 		return fmt.Errorf("redisstore: reset: %w", err)
 	}

@@ -230,9 +230,59 @@ local function startFor(r, known, now)
   return windowStart(r, now)
 end
 
+-- Calendar windows (algo.CompileCalendar): the store computes the
+-- boundaries of six consecutive periods around its own time, r.bounds, since
+-- Lua has no time zone data; the decision's time must lie in the middle
+-- three, so that its window, the one before and the one after are known.
+local function cindex(r, t)
+  local b = r.bounds
+  for i = 1, #b - 1 do
+    if b[i] <= t and t < b[i + 1] then return i end
+  end
+  return nil
+end
+
+-- span returns the window [start, stop) containing now, known being a window
+-- start kept in the state (algo.Rule.span).
+local function span(r, known, now)
+  if r.bounds then
+    local i = cindex(r, now)
+    if not i or i < 2 or i > #r.bounds - 2 then
+      error('sluice: the time is outside the calendar periods the store sent')
+    end
+    return r.bounds[i], r.bounds[i + 1]
+  end
+  local start = startFor(r, known, now)
+  return start, start + r.period
+end
+
+-- endOf returns the end of the window starting at start; for a calendar
+-- window the store did not send, the end kept in the state, stop.
+local function endOf(r, start, stop)
+  if r.bounds then
+    local i = cindex(r, start)
+    if i and i < #r.bounds then return r.bounds[i + 1] end
+    return stop
+  end
+  return start + r.period
+end
+
+-- isPrev reports whether known starts the window before the one at start.
+local function isPrev(r, known, start)
+  if r.bounds then
+    local i = cindex(r, start)
+    return known ~= 0 and i ~= nil and i > 1 and r.bounds[i - 1] == known
+  end
+  return known + r.period == start
+end
+
 local function evalFixed(r, st, now, n)
-  local start, count = startFor(r, st[1], now), 0
-  if st[1] >= start then start, count = st[1], st[2] end
+  local start, stop = span(r, st[1], now)
+  local count = 0
+  if st[1] >= start then
+    if st[1] ~= start then stop = endOf(r, st[1], st[4]) end
+    start, count = st[1], st[2]
+  end
   local cost = math.max(n, 1)
   local s = {count + cost <= r.count, 0, 0, 0}
   local next = nil
@@ -240,32 +290,32 @@ local function evalFixed(r, st, now, n)
     count = count + n
     next = {start, count, 0}
   end
-  local stop = start + r.period - now
-  if not s[1] then s[3] = stop end
+  if not s[1] then s[3] = stop - now end
   s[2] = r.count - count
-  if count > 0 then s[4] = stop end
+  if count > 0 then s[4] = stop - now end
   return s, next
 end
 
-local function slidingRetry(r, start, now, prev, cur, n)
-  local P = r.period
+local function slidingRetry(r, start, stop, now, prev, cur, n)
   if cur + n > r.count then
-    local keep = divmod(mul(r.count - n, P), cur)
-    return start + P - now + P - keep
+    local nxt = endOf(r, stop, 0)
+    local keep = divmod(mul(r.count - n, nxt - stop), cur)
+    return nxt - now - keep
   end
-  local keep = divmod(mul(r.count - cur - n, P), prev)
-  return start + P - keep - now
+  local keep = divmod(mul(r.count - cur - n, stop - start), prev)
+  return stop - keep - now
 end
 
 local function evalSliding(r, st, now, n)
-  local P = r.period
-  local start = startFor(r, st[1], now)
+  local start, stop = span(r, st[1], now)
   local prev, cur = 0, 0
   if st[1] >= start then
+    if st[1] ~= start then stop = endOf(r, st[1], st[4]) end
     start, prev, cur = st[1], st[2], st[3]
-  elseif st[1] + P == start then
+  elseif isPrev(r, st[1], start) then
     prev = st[3]
   end
+  local P = stop - start
   local e = math.max(now - start, 0)
   local weighted = mul(prev, P - e)
   local limit = mul(r.count, P)
@@ -277,12 +327,12 @@ local function evalSliding(r, st, now, n)
     cur = cur + n
     next = {start, prev, cur}
   end
-  if not s[1] then s[3] = slidingRetry(r, start, now, prev, cur, cost) end
+  if not s[1] then s[3] = slidingRetry(r, start, stop, now, prev, cur, cost) end
   s[2] = divmod(subFloor(limit, add(weighted, mul(cur, P))), P)
   if cur > 0 then
-    s[4] = start + 2 * P - now
+    s[4] = endOf(r, stop, st[5]) - now
   elseif prev > 0 then
-    s[4] = start + P - now
+    s[4] = stop - now
   end
   return s, next
 end
@@ -302,7 +352,7 @@ local function carried(r, v, now)
   carry = carry or (function()
 --[[carry.lua]]
   end)()
-  return carry(v, r.def, {r.alg, r.count, r.period, r.burst, r.l, r.p}, now, r.key, r.aux, slack, ARGV[1] ~= 'peek')
+  return carry(v, r.def, {r.alg, r.count, r.period, r.burst, r.l, r.p, r.bounds}, now, r.key, r.aux, slack, ARGV[1] ~= 'peek')
 end
 
 -- sliding_log keeps a sorted set of admitted requests (member "seq:cost",
@@ -393,19 +443,29 @@ end
 
 -- A state is kept, after the definition, as three doubles,
 -- struct.pack('<ddd'): every state value is an integer below 2^53.
--- plain.lua keeps the same form in the same keys.
+-- plain.lua keeps the same form in the same keys. A calendar window's
+-- state has two more: the end of its window and of the next, so that a
+-- carry (carry.lua) can tell its windows without the calendar.
 local function loadState(r, now)
   local v = redis.call('GET', r.key)
-  if not v then return {0, 0, 0} end
-  if #v == #r.def + 24 and string.sub(v, 1, #r.def) == r.def then
+  if not v then return {0, 0, 0, 0, 0} end
+  if r.bounds and #v == #r.def + 40 and string.sub(v, 1, #r.def) == r.def then
+    return {struct.unpack('<ddddd', v, #r.def + 1)}
+  end
+  if not r.bounds and #v == #r.def + 24 and string.sub(v, 1, #r.def) == r.def then
     local a, b, c = struct.unpack('<ddd', v, #r.def + 1)
     return {a, b, c}
   end
-  local a, b, c = carried(r, v, now)
-  return {a, b, c}
+  local a, b, c, d, e = carried(r, v, now)
+  return {a, b, c, d or 0, e or 0}
 end
 
 local function saveState(r, st, reset)
+  if r.bounds then
+    local stop = endOf(r, st[1], 0)
+    redis.call('SET', r.key, r.def .. struct.pack('<ddddd', st[1], st[2], st[3], stop, endOf(r, stop, 0)), 'PX', ttl(reset))
+    return
+  end
   redis.call('SET', r.key, r.def .. struct.pack('<ddd', st[1], st[2], st[3]), 'PX', ttl(reset))
 end
 
@@ -436,6 +496,13 @@ for i = 1, nl do
     burst = tonumber(ARGV[b + 4]), l = tonumber(ARGV[b + 5]), p = tonumber(ARGV[b + 6]),
     set = plain, key = KEYS[2 * i - 1], aux = KEYS[2 * i], n = n, def = ARGV[b + 8],
   }
+  -- A calendar window's period argument is "c" and its boundaries in µs,
+  -- comma-separated.
+  if string.sub(ARGV[b + 3], 1, 1) == 'c' then
+    r.bounds = {}
+    for x in string.gmatch(ARGV[b + 3], '%d+') do r.bounds[#r.bounds + 1] = tonumber(x) end
+    r.period = r.bounds[#r.bounds] - r.bounds[1]
+  end
   -- A batch (several policies and keys decided together) gives each limit
   -- its own cost, in the arguments after the limits'.
   if op == 'batch' then r.n = tonumber(ARGV[5 + nl * 8 + i]) end

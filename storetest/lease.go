@@ -32,7 +32,9 @@ var leaseRun atomic.Int64
 //     another) releases nothing but itself;
 //   - Renew extends a held lease and reports a lost one;
 //   - keys and names are kept apart;
-//   - the Decision carries Limit, Remaining, RetryAfter and ResetAfter.
+//   - the Decision carries Limit, Remaining, RetryAfter and ResetAfter;
+//   - for a sluice.LeaseInspector, Peek reports the leases without taking
+//     one and Reset frees every slot of a key.
 //
 // Durations must be exact to the microsecond.
 func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int) []sluice.LeaseStore) {
@@ -107,6 +109,49 @@ func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int
 		}
 	})
 
+	t.Run("peek_reset", func(t *testing.T) {
+		clk, cs := setup(t, 2, 2, time.Minute)
+		if _, err := cs[0].Peek(ctx, "k"); errors.Is(err, sluice.ErrNoInspect) {
+			t.Skip("not a sluice.LeaseInspector")
+		}
+		peek := func(key string) sluice.Decision {
+			t.Helper()
+			d, err := cs[1].Peek(ctx, key)
+			if err != nil {
+				t.Fatalf("Peek(%q): %v", key, err)
+			}
+			return d
+		}
+		if d := peek("k"); !d.Allowed || d.Remaining != 2 || d.ResetAfter != 0 || d.Limit != 2 {
+			t.Errorf("no lease: got %+v, want allowed, 2 free, reset 0", d)
+		}
+		l1, _ := acquire(t, cs[0], "k", true)
+		clk.Advance(10 * time.Second)
+		acquire(t, cs[0], "k", true)
+		clk.Advance(5 * time.Second)
+		for range 2 { // peeking takes nothing
+			if d := peek("k"); d.Allowed || d.Remaining != 0 || d.RetryAfter != 45*time.Second || d.ResetAfter != 55*time.Second || !d.Time.Equal(clk.Now()) {
+				t.Errorf("full: got %+v, want refused, retry 45s, reset 55s", d)
+			}
+		}
+		if err := l1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if d := peek("k"); !d.Allowed || d.Remaining != 1 || d.RetryAfter != 0 || d.ResetAfter != 55*time.Second {
+			t.Errorf("one held: got %+v, want allowed, 1 free, reset 55s", d)
+		}
+		acquire(t, cs[1], "other", true)
+		if err := cs[1].Reset(ctx, "k"); err != nil {
+			t.Fatalf("Reset: %v", err)
+		}
+		if d := peek("k"); d.Remaining != 2 || d.ResetAfter != 0 {
+			t.Errorf("after Reset: got %+v, want 2 free", d)
+		}
+		if d := peek("other"); d.Remaining != 1 {
+			t.Errorf("another key after Reset: got %d free, want 1", d.Remaining)
+		}
+	})
+
 	t.Run("names_apart", func(t *testing.T) {
 		clk := clock.NewFake(epoch)
 		s := newStores(t, clk, 1)[0]
@@ -171,6 +216,24 @@ func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int
 		}
 	})
 
+	t.Run("release_held", func(t *testing.T) {
+		// ReleaseHeld tells a lease released in time from one lost.
+		clk, cs := setup(t, 2, 2, time.Second)
+		kept, _ := acquire(t, cs[0], "k", true)
+		lost, _ := acquire(t, cs[1], "k", true)
+		clk.Advance(time.Second - time.Microsecond)
+		if held, err := kept.ReleaseHeld(ctx); err != nil || !held {
+			t.Errorf("released 1µs before expiry: got held %v, %v; want true", held, err)
+		}
+		if held, err := kept.ReleaseHeld(ctx); err != nil || held {
+			t.Errorf("released twice: got held %v, %v; want false", held, err)
+		}
+		clk.Advance(time.Microsecond)
+		if held, err := lost.ReleaseHeld(ctx); err != nil || held {
+			t.Errorf("released at expiry: got held %v, %v; want false", held, err)
+		}
+	})
+
 	t.Run("renew", func(t *testing.T) {
 		clk, cs := setup(t, 1, 1, time.Second)
 		l, _ := acquire(t, cs[0], "k", true)
@@ -201,43 +264,15 @@ func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int
 	t.Run("concurrent", func(t *testing.T) {
 		const limit, views, goroutines, tries = 5, 3, 24, 40
 		_, cs := setup(t, views, limit, time.Hour)
-		var inFlight, peak, granted atomic.Int64
-		var wg sync.WaitGroup
-		start := make(chan struct{})
-		for g := range goroutines {
-			c := cs[g%views]
-			wg.Go(func() {
-				<-start
-				for range tries {
-					l, d, err := c.Acquire(ctx, "k")
-					if err != nil {
-						t.Errorf("Acquire: %v", err)
-						return
-					}
-					if !d.Allowed {
-						runtime.Gosched()
-						continue
-					}
-					granted.Add(1)
-					n := inFlight.Add(1)
-					for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-					}
-					runtime.Gosched()
-					inFlight.Add(-1)
-					if err := l.Release(ctx); err != nil {
-						t.Errorf("Release: %v", err)
-						return
-					}
-				}
-			})
+		peak, granted := holdLeases(t, goroutines, tries, func(g int) (*sluice.Lease, bool, error) {
+			l, d, err := cs[g%views].Acquire(ctx, "k")
+			return l, d.Allowed, err
+		})
+		if peak > limit {
+			t.Errorf("got %d leases in flight at once, want at most %d", peak, limit)
 		}
-		close(start)
-		wg.Wait()
-		if p := peak.Load(); p > limit {
-			t.Errorf("got %d leases in flight at once, want at most %d", p, limit)
-		}
-		if granted.Load() < limit {
-			t.Errorf("got %d leases granted in all, want at least %d", granted.Load(), limit)
+		if granted < limit {
+			t.Errorf("got %d leases granted in all, want at least %d", granted, limit)
 		}
 		// Every lease was released: the full limit is free again.
 		var ls []*sluice.Lease
@@ -250,4 +285,45 @@ func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int
 			l.Release(ctx)
 		}
 	})
+}
+
+// holdLeases runs goroutines that each try tries times to take a lease with
+// acquire (given the goroutine's number), hold it for a moment and release
+// it, all starting at once. It returns the most leases held at once and
+// how many were granted in all.
+func holdLeases(t *testing.T, goroutines, tries int, acquire func(g int) (*sluice.Lease, bool, error)) (peak, granted int64) {
+	t.Helper()
+	ctx := context.Background()
+	var inFlight, most, n atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for g := range goroutines {
+		wg.Go(func() {
+			<-start
+			for range tries {
+				l, ok, err := acquire(g)
+				if err != nil {
+					t.Errorf("acquire: %v", err)
+					return
+				}
+				if !ok {
+					runtime.Gosched()
+					continue
+				}
+				n.Add(1)
+				now := inFlight.Add(1)
+				for p := most.Load(); now > p && !most.CompareAndSwap(p, now); p = most.Load() {
+				}
+				runtime.Gosched()
+				inFlight.Add(-1)
+				if err := l.Release(ctx); err != nil {
+					t.Errorf("Release: %v", err)
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return most.Load(), n.Load()
 }

@@ -20,3 +20,35 @@ func TestMemstoreLeases(t *testing.T) {
 		return out
 	})
 }
+
+func TestMemstoreAcquireTake(t *testing.T) {
+	storetest.RunAcquireTake(t, func(t *testing.T, clk *clock.Fake, n int) []storetest.RateLeaseStore {
+		s := memstore.New(memstore.Options{Clock: clk, SweepInterval: -1})
+		t.Cleanup(func() { s.Close() })
+		out := make([]storetest.RateLeaseStore, n)
+		for i := range out {
+			out[i] = s
+		}
+		return out
+	})
+}
+
+// A store without sluice.LeaseTaker gets AcquireTake's fallback, which
+// passes the same suite for bucket limits.
+func TestFallbackAcquireTake(t *testing.T) {
+	storetest.RunAcquireTake(t, func(t *testing.T, clk *clock.Fake, n int) []storetest.RateLeaseStore {
+		s := memstore.New(memstore.Options{Clock: clk, SweepInterval: -1})
+		t.Cleanup(func() { s.Close() })
+		out := make([]storetest.RateLeaseStore, n)
+		for i := range out {
+			out[i] = apart{s, s}
+		}
+		return out
+	})
+}
+
+// apart hides a store's sluice.LeaseTaker.
+type apart struct {
+	sluice.Store
+	sluice.LeaseStore
+}

@@ -52,6 +52,10 @@
 //   - Reserve and Cancel as the leaky bucket as a queue: see
 //     sluice.Store.Reserve and sluice.Store.Cancel. A cancelled reservation
 //     gives its units back even when others are queued ahead of it.
+//   - Decide calendar limits (sluice.Limit.Calendar) as package algo does:
+//     windows are the calendar's periods, which a store computes from
+//     the decision's time, and the state of a key lasts until the period
+//     (or, for a sliding window, the next one) ends.
 //   - Apply a policy's sluice.Penalty: a denial is a strike, After strikes
 //     block the key for the next of Blocks (the last one capped), a blocked
 //     key is denied with RetryAfter and ResetAfter up to the block's end
@@ -151,6 +155,7 @@ func RunWith(t *testing.T, opts Options, newStore func(t *testing.T, clk *clock.
 	t.Run("TakeAll", s.testTakeAll)
 	t.Run("Carry", s.testCarry)
 	t.Run("Penalty", s.testPenalty)
+	t.Run("Calendar", s.testCalendar)
 }
 
 type suite struct {

@@ -10,7 +10,10 @@
 // With -serve ADDR it is instead the floor of the benchmark: a gRPC server
 // of the same service that answers OK to every call without deciding
 // anything, which no rate-limit service can outrun on the same machine
-// with the same load generator.
+// with the same load generator. With -answer-from ADDR too, the floor
+// asks the service at ADDR once, at start, and gives every call that
+// answer (its statuses, limits and headers): the least a service must do
+// to send the answer Sluice sends.
 package main
 
 import (
@@ -40,14 +43,19 @@ func main() {
 	key := flag.String("key", "client", "the descriptor entry's key")
 	values := flag.Int("values", 1000, "distinct descriptor values, spread over the callers")
 	serve := flag.String("serve", "", "serve the no-op floor service on this address instead of calling one")
+	answerFrom := flag.String("answer-from", "", "with -serve: answer every call as the service at this address answered one, at start")
 	flag.Parse()
 	if *serve != "" {
 		ln, err := net.Listen("tcp", *serve)
 		if err != nil {
 			log.Fatalf("rls: %v", err)
 		}
+		var f floor
+		if *answerFrom != "" {
+			f.answer = recordAnswer(*answerFrom, *domain, *key)
+		}
 		g := grpc.NewServer()
-		rlsv3.RegisterRateLimitServiceServer(g, floor{})
+		rlsv3.RegisterRateLimitServiceServer(g, f)
 		log.Fatal(g.Serve(ln))
 	}
 	if *conc < 1 || *values < 1 || *dur <= 0 {
@@ -124,12 +132,38 @@ func main() {
 	}
 }
 
-// floor answers OK to every descriptor, deciding nothing.
+// floor answers OK to every descriptor, deciding nothing; or, with an
+// answer, that answer to every call.
 type floor struct {
 	rlsv3.UnimplementedRateLimitServiceServer
+	answer *rlsv3.RateLimitResponse // read-only: marshalled by every call at once
 }
 
-func (floor) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+// recordAnswer returns the answer of the service at addr to one request
+// for a descriptor of domain and key.
+func recordAnswer(addr, domain, key string) *rlsv3.RateLimitResponse {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatalf("rls: %v", err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{
+		Domain:      domain,
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{{Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: "answer"}}}},
+		HitsAddend:  1,
+	}, grpc.WaitForReady(true))
+	if err != nil {
+		log.Fatalf("rls: -answer-from %s: %v", addr, err)
+	}
+	return resp
+}
+
+func (f floor) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if f.answer != nil {
+		return f.answer, nil
+	}
 	st := make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(req.GetDescriptors()))
 	for i := range st {
 		st[i] = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}

@@ -8,7 +8,9 @@
 # decisions per second, p50 and p99 latency, and the CPU of each service
 # process per decision. A no-op gRPC server of the same service (rlsload
 # -serve) is measured beside them: the floor that the machine and the load
-# generator leave any service.
+# generator leave any service; and a second one that sends every call the
+# answer Sluice sends (rlsload -serve -answer-from), the floor of a service
+# giving that answer.
 # Usage: bench/rls/run.sh [ROUNDS] [DURATION]   (from the repository root)
 set -eu
 # The peer, pinned: built with go install into a temporary directory, never
@@ -58,14 +60,18 @@ YAML
   eval "pid_sluice_$mode=\$!"
 done
 sleep 2
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%F); commit $(git rev-parse --short HEAD)"
+# The second floor gives every call the answer Sluice (in memory) gave one:
+# the least any service sending that answer must do.
+"$tmp/bin/rlsload" -serve 127.0.0.1:18496 -answer-from 127.0.0.1:18493 & pids="$pids $!"; pid_floor_answer=$!
+sleep 1
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u '+%F %H:%M') UTC; commit $(git rev-parse --short HEAD)"
 echo "command: bench/rls/run.sh $ROUNDS $DUR  (rlsload -c C -d $DUR -values 1000; peer $PEER)"
 # cpu PID: the process's CPU time so far, in clock ticks.
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-for t in 18481 18491 18493 18495; do "$tmp/bin/rlsload" -addr 127.0.0.1:$t -c 16 -d 2s >/dev/null; done # warm-up
+for t in 18481 18491 18493 18495 18496; do "$tmp/bin/rlsload" -addr 127.0.0.1:$t -c 16 -d 2s >/dev/null; done # warm-up
 for r in $(seq "$ROUNDS"); do
   for c in 1 16 64; do
-    for t in envoy-ratelimit-redis:18481:$pid_peer sluice-redis:18491:$pid_sluice_redis sluice-memory:18493:$pid_sluice_memory floor-noop:18495:$pid_floor; do
+    for t in envoy-ratelimit-redis:18481:$pid_peer sluice-redis:18491:$pid_sluice_redis sluice-memory:18493:$pid_sluice_memory floor-noop:18495:$pid_floor floor-answer:18496:$pid_floor_answer; do
       name=${t%%:*}; rest=${t#*:}; port=${rest%%:*}; pid=${rest#*:}
       c0=$(cpu "$pid")
       out=$("$tmp/bin/rlsload" -addr 127.0.0.1:$port -c $c -d "$DUR" -warmup 0)

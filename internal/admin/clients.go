@@ -18,7 +18,8 @@ import (
 type clientBody struct {
 	Tier   *string                     `json:"tier"`
 	Limits map[string]*overrides.Limit `json:"limits"`
-	Until  *string                     `json:"until"` // RFC 3339
+	Until  *string                     `json:"until"`  // RFC 3339
+	Anchor *string                     `json:"anchor"` // a billing anchor such as "15T09:00"; "" for none
 }
 
 func (a *api) listClients(w http.ResponseWriter, r *http.Request, _ State) {
@@ -74,6 +75,9 @@ func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch 
 			e.Limits[rule] = *l
 		}
 	}
+	if b.Anchor != nil {
+		e.Anchor = *b.Anchor
+	}
 	if b.Until != nil {
 		e.Until = time.Time{}
 		if *b.Until != "" {
@@ -100,7 +104,7 @@ func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch 
 		problem(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "until", e.Until)
+	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "anchor", e.Anchor, "until", e.Until)
 	got, _ := a.opts.Overrides.Get(client)
 	reply(w, http.StatusOK, got)
 }
@@ -127,8 +131,8 @@ func check(lim *httplimit.Limiter, e *overrides.Entry) (int, string) {
 	if lim.TierSource() == (httplimit.KeyPart{}) {
 		return http.StatusConflict, "overrides need tiers.from in the config file: the request attribute (such as header:X-API-Key) whose value identifies a client"
 	}
-	if e.Tier == "" && len(e.Limits) == 0 {
-		return http.StatusBadRequest, "give a tier or limits (to remove the override, DELETE it)"
+	if e.Tier == "" && len(e.Limits) == 0 && e.Anchor == "" {
+		return http.StatusBadRequest, "give a tier, limits or an anchor (to remove the override, DELETE it)"
 	}
 	if tiers := lim.TierNames(); e.Tier != "" && !slices.Contains(tiers, e.Tier) {
 		return http.StatusBadRequest, fmt.Sprintf("unknown tier %q: the rules know %s", e.Tier, strings.Join(tiers, ", "))

@@ -32,6 +32,18 @@ type descriptorRule struct {
 	Policy     string `json:"policy"` // the policy that keeps its counters
 	ShadowMode bool   `json:"shadow_mode,omitempty"`
 	DenyAll    bool   `json:"deny_all,omitempty"`
+	// Enforce is the share of counters the rule is enforced on, in
+	// percent; absent for every counter.
+	Enforce *float64 `json:"enforce_percent,omitempty"`
+	// Penalty is the rule's penalty, if it has one.
+	Penalty *penaltyJSON `json:"penalty,omitempty"`
+}
+
+// penaltyJSON is a rule's penalty as the configuration writes it.
+type penaltyJSON struct {
+	After  int      `json:"after"`
+	Blocks []string `json:"blocks"`
+	Forget string   `json:"forget"`
 }
 
 // descriptorState is what show answers: the limit that applies to a
@@ -39,20 +51,29 @@ type descriptorRule struct {
 type descriptorState struct {
 	Domain  string             `json:"domain"`
 	Entries []descriptor.Entry `json:"entries"`
-	// Applies is "rule" (the tree's), "override" (an operator's) or
+	// Applies is "rule" (the tree's), "override" (an operator's),
+	// "deny_list" (List refuses every request carrying the descriptor) or
 	// "none"; NoLimit says why none applies.
 	Applies string `json:"applies"`
+	List    string `json:"list,omitempty"`
 	// Rule is the tree's rule: the one that applies, or the one an
 	// override replaces.
 	Rule     *descriptorRule       `json:"rule,omitempty"`
 	NoLimit  string                `json:"no_limit,omitempty"`
 	Override *overrides.Descriptor `json:"override,omitempty"`
 	Key      string                `json:"key"`
-	Limits   []limitJSON           `json:"limits,omitempty"`
+	// Shadow is set when the rule counts this descriptor but never denies
+	// it: shadow_mode, or a counter its enforce leaves in shadow mode.
+	Shadow bool        `json:"shadow,omitempty"`
+	Limits []limitJSON `json:"limits,omitempty"`
 	// State is the binding limit's (limits[limit_index]): the one with the
 	// fewest units remaining, or the one that denies the longest.
 	LimitIndex int        `json:"limit_index"`
 	State      *stateJSON `json:"state,omitempty"`
+	// BlockedSeconds is how long the rule's penalty still blocks the
+	// counter key (state then says allowed false, with the block's end as
+	// retry_after_seconds); absent when it is not blocked.
+	BlockedSeconds float64 `json:"blocked_seconds,omitempty"`
 }
 
 // Why no limit applies to a descriptor.
@@ -109,6 +130,17 @@ func ruleOf(r *descriptor.Rule) *descriptorRule {
 	out := &descriptorRule{Name: r.Name, Path: r.MetricKey, ShadowMode: r.ShadowMode, DenyAll: r.DenyAll}
 	if r.Policy != nil {
 		out.Policy = r.Policy.Name()
+		if pen, ok := r.Policy.Penalty(); ok {
+			pj := &penaltyJSON{After: int(pen.Strikes()), Forget: pen.Forget.String()}
+			for _, b := range pen.Blocks {
+				pj.Blocks = append(pj.Blocks, b.String())
+			}
+			out.Penalty = pj
+		}
+	}
+	if r.Enforce != nil {
+		pct := r.Enforce.Percent
+		out.Enforce = &pct
 	}
 	return out
 }
@@ -117,6 +149,12 @@ func stateOf(rules rls.Rules, b *descriptorBody, ks rls.KeyState, ov *overrides.
 	out := descriptorState{Domain: b.Domain, Entries: b.Entries, Applies: "none"}
 	r := ks.Match.Rule
 	switch {
+	case ks.DeniedBy != "":
+		out.Applies, out.List = "deny_list", ks.DeniedBy
+		return out
+	case ks.AllowList != "":
+		out.List, out.NoLimit = ks.AllowList, "the descriptor carries a value on an allow list (service.allow)"
+		return out
 	case r == nil:
 		out.NoLimit = noLimit(rules, b)
 		return out
@@ -130,6 +168,7 @@ func stateOf(rules rls.Rules, b *descriptorBody, ks rls.KeyState, ov *overrides.
 		out.Applies, out.Rule = "rule", ruleOf(r)
 	}
 	out.Key = ks.Match.Key
+	out.Shadow = !ks.Override && ks.Match.Shadow()
 	if r.Unlimited {
 		out.Applies, out.NoLimit = "none", unlimited
 		return out
@@ -140,19 +179,14 @@ func stateOf(rules rls.Rules, b *descriptorBody, ks rls.KeyState, ov *overrides.
 	}
 	lims := r.Policy.Limits()
 	for _, l := range lims {
-		out.Limits = append(out.Limits, limitJSON{Algorithm: l.Algorithm.String(), Limit: l.Count, Period: l.Period.String(), Burst: l.Burst})
+		out.Limits = append(out.Limits, *limitToJSON(l))
 	}
 	d := ks.Decision
 	if d.Index >= 0 && d.Index < len(lims) {
-		l := lims[d.Index]
-		capacity := l.Count
-		if l.Algorithm.IsBucket() && l.Burst > 0 {
-			capacity = l.Burst
-		}
 		out.LimitIndex = d.Index
-		out.State = &stateJSON{Used: max(0, capacity-d.Remaining), Remaining: d.Remaining, Allowed: d.Allowed,
-			RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds(), Reset: d.ResetTime().UTC()}
+		out.State = limitStateJSON(lims[d.Index], d)
 	}
+	out.BlockedSeconds = ks.Blocked.Seconds()
 	return out
 }
 

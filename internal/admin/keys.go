@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -38,15 +39,39 @@ type limitState struct {
 	Tier    string     `json:"tier,omitempty"`
 	Exempt  bool       `json:"exempt,omitempty"`
 	Skipped bool       `json:"skipped,omitempty"`
+	Shadow  bool       `json:"shadow,omitempty"` // counted, never blocked: a shadow rule, or a key its enforce leaves in shadow mode
 	Limit   *limitJSON `json:"limit,omitempty"`
-	State   *stateJSON `json:"state,omitempty"`
+	// Concurrency is set for a concurrency rule's slots, whose State then
+	// counts leases: used (in use), remaining (free), allowed (a slot is
+	// free), retry_after_seconds (until the earliest lease expires by
+	// itself, when none is free) and reset_after_seconds (until the last
+	// one held does).
+	Concurrency *concurrencyJSON `json:"concurrency,omitempty"`
+	State       *stateJSON       `json:"state,omitempty"`
+}
+
+type concurrencyJSON struct {
+	Limit int64  `json:"limit"`
+	Lease string `json:"lease"`
 }
 
 type limitJSON struct {
 	Algorithm string `json:"algorithm"`
 	Limit     int64  `json:"limit"`
-	Period    string `json:"period"`
+	Period    string `json:"period"` // a duration, or day, week, month or year
 	Burst     int64  `json:"burst,omitempty"`
+	// Calendar is a calendar quota's calendar, such as
+	// "month anchor=15T09:00 zone=Europe/Berlin".
+	Calendar string `json:"calendar,omitempty"`
+}
+
+// limitToJSON describes l.
+func limitToJSON(l sluice.Limit) *limitJSON {
+	j := &limitJSON{Algorithm: l.Algorithm.String(), Limit: l.Count, Period: l.Period.String(), Burst: l.Burst}
+	if l.Calendar != nil {
+		j.Period, j.Calendar = l.Calendar.Spec().Unit.String(), l.Calendar.String()
+	}
+	return j
 }
 
 type stateJSON struct {
@@ -58,23 +83,45 @@ type stateJSON struct {
 	RetryAfter float64   `json:"retry_after_seconds"`
 	ResetAfter float64   `json:"reset_after_seconds"`
 	Reset      time.Time `json:"reset"`
+	// PeriodStart and PeriodEnd bound a calendar quota's current period,
+	// in its time zone: the usage counts from the start, and the quota
+	// renews at the end.
+	PeriodStart *time.Time `json:"period_start,omitempty"`
+	PeriodEnd   *time.Time `json:"period_end,omitempty"`
 }
 
 func toJSON(ks httplimit.KeyStatus) limitState {
-	s := limitState{Rule: ks.Rule, Tier: ks.Tier, Exempt: ks.Exempt, Skipped: ks.Skipped}
+	s := limitState{Rule: ks.Rule, Tier: ks.Tier, Exempt: ks.Exempt, Skipped: ks.Skipped, Shadow: ks.Shadow}
+	if c := ks.Concurrency; c != nil {
+		d := ks.Decision
+		s.Concurrency = &concurrencyJSON{Limit: c.Limit, Lease: c.Lease.String()}
+		s.State = &stateJSON{Used: max(0, c.Limit-d.Remaining), Remaining: d.Remaining, Allowed: d.Allowed,
+			RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds(), Reset: d.ResetTime().UTC()}
+		return s
+	}
 	if ks.Limit.Count == 0 {
 		return s
 	}
-	l := ks.Limit
-	s.Limit = &limitJSON{Algorithm: l.Algorithm.String(), Limit: l.Count, Period: l.Period.String(), Burst: l.Burst}
+	s.Limit = limitToJSON(ks.Limit)
+	s.State = limitStateJSON(ks.Limit, ks.Decision)
+	return s
+}
+
+// limitStateJSON is the state d of a key under limit l: what it used of
+// l's capacity (its burst for buckets, its limit for windows) and, for a
+// calendar quota, the bounds of its current period.
+func limitStateJSON(l sluice.Limit, d sluice.Decision) *stateJSON {
 	capacity := l.Count
 	if l.Algorithm.IsBucket() && l.Burst > 0 {
 		capacity = l.Burst
 	}
-	d := ks.Decision
-	s.State = &stateJSON{Used: max(0, capacity-d.Remaining), Remaining: d.Remaining, Allowed: d.Allowed,
+	st := &stateJSON{Used: max(0, capacity-d.Remaining), Remaining: d.Remaining, Allowed: d.Allowed,
 		RetryAfter: d.RetryAfter.Seconds(), ResetAfter: d.ResetAfter.Seconds(), Reset: d.ResetTime().UTC()}
-	return s
+	if l.Calendar != nil {
+		start, end := l.Calendar.Bounds(d.Time)
+		st.PeriodStart, st.PeriodEnd = &start, &end
+	}
+	return st
 }
 
 // keys resolves a key form into (rule, key) pairs, or answers a problem.

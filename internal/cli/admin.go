@@ -25,11 +25,15 @@ const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_f
   sluice client set-tier CLIENT TIER [--until TIME]
                                               put a client (a value of tiers.from, such as an API key) in a tier
   sluice client set-limit CLIENT --rule RULE --limit N --period DURATION
-                 [--algorithm A] [--burst N] [--until TIME]
+                 [--algorithm A] [--burst N] [--timezone ZONE] [--until TIME]
                                               give a client its own limit for a rule
+  sluice client set-anchor CLIENT ANCHOR [--until TIME]
+                                              start a client's calendar quotas (period: month...) at
+                                              its own billing anchor, such as 15T09:00; "" for none
   sluice client remove CLIENT                 remove a client's override
   sluice key show [--rule RULE] [--client CLIENT] VALUE...
-                                              a key's state under each of its limits, without charging it
+                                              a key's state under each of its limits, without charging it:
+                                              used, remaining, and for calendar quotas the current period
   sluice key reset [--rule RULE] [--client CLIENT] VALUE...
                                               forget a key: its full quota is back
   sluice descriptor show DOMAIN KEY=VALUE...  a descriptor's counter in the rate-limit service, uncharged
@@ -77,7 +81,8 @@ func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	client := fs.String("client", "", "for key: add this `CLIENT`'s own limits")
 	until := fs.String("until", "", "when the override ends (RFC 3339 `TIME`)")
 	limit := fs.Int64("limit", 0, "the limit's count `N`")
-	period := fs.String("period", "", "the limit's `DURATION`, such as 1m")
+	period := fs.String("period", "", "the limit's `DURATION`, such as 1m, or day, week, month or year")
+	timezone := fs.String("timezone", "", "the `ZONE` of a calendar period, such as Europe/Berlin")
 	algorithm := fs.String("algorithm", "", "the limit's algorithm (default: the rule's)")
 	burst := fs.Int64("burst", 0, "the limit's burst `N` (buckets)")
 	pos, err := parseInterspersed(fs, args[2:])
@@ -126,11 +131,13 @@ func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		run = func() error {
 			return c.do(ctx, "DELETE", clientURL(), nil, func(w io.Writer, _ []byte) { fmt.Fprintf(w, "removed the override of %s\n", pos[0]) })
 		}
-	case "client set-tier":
+	case "client set-tier", "client set-anchor":
+		// The override's one field: its tier, or its billing anchor.
+		field := strings.TrimPrefix(args[1], "set-")
 		if len(pos) != 2 {
-			return usage("want CLIENT TIER")
+			return usage("want CLIENT " + strings.ToUpper(field))
 		}
-		body := map[string]any{"tier": pos[1]}
+		body := map[string]any{field: pos[1]}
 		if *until != "" {
 			body["until"] = *until
 		}
@@ -145,6 +152,9 @@ func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		if *burst != 0 {
 			l["burst"] = *burst
+		}
+		if *timezone != "" {
+			l["timezone"] = *timezone
 		}
 		body := map[string]any{"limits": map[string]any{*rule: l}}
 		if *until != "" {
@@ -307,7 +317,8 @@ type entryJSON struct {
 		Period    string `json:"period"`
 		Burst     int64  `json:"burst"`
 	} `json:"limits"`
-	Until time.Time `json:"until"`
+	Until  time.Time `json:"until"`
+	Anchor string    `json:"anchor"`
 }
 
 func (e entryJSON) cells() []string {
@@ -336,7 +347,11 @@ func (e entryJSON) cells() []string {
 	if limits == "" {
 		limits = "-"
 	}
-	return []string{e.Client, tier, limits, until}
+	anchor := e.Anchor
+	if anchor == "" {
+		anchor = "-"
+	}
+	return []string{e.Client, tier, limits, anchor, until}
 }
 
 func table(w io.Writer, header []string, rows [][]string) {
@@ -364,7 +379,7 @@ func printClients(w io.Writer, b []byte) {
 	for i, e := range v.Clients {
 		rows[i] = e.cells()
 	}
-	table(w, []string{"CLIENT", "TIER", "LIMITS", "UNTIL"}, rows)
+	table(w, []string{"CLIENT", "TIER", "LIMITS", "ANCHOR", "UNTIL"}, rows)
 }
 
 func printClient(w io.Writer, b []byte) {
@@ -373,7 +388,18 @@ func printClient(w io.Writer, b []byte) {
 		fmt.Fprintf(w, "%s", b)
 		return
 	}
-	table(w, []string{"CLIENT", "TIER", "LIMITS", "UNTIL"}, [][]string{e.cells()})
+	table(w, []string{"CLIENT", "TIER", "LIMITS", "ANCHOR", "UNTIL"}, [][]string{e.cells()})
+}
+
+// limitState is a limit's state as the admin API's keys/show and
+// descriptors/show give it.
+type limitState struct {
+	Used        int64      `json:"used"`
+	Remaining   int64      `json:"remaining"`
+	Allowed     bool       `json:"allowed"`
+	ResetAfter  float64    `json:"reset_after_seconds"`
+	PeriodStart *time.Time `json:"period_start"`
+	PeriodEnd   *time.Time `json:"period_end"`
 }
 
 func printKey(w io.Writer, b []byte) {
@@ -382,18 +408,19 @@ func printKey(w io.Writer, b []byte) {
 			Rule   string `json:"rule"`
 			Tier   string `json:"tier"`
 			Exempt bool   `json:"exempt"`
+			Shadow bool   `json:"shadow"`
 			Limit  *struct {
 				Algorithm string `json:"algorithm"`
 				Limit     int64  `json:"limit"`
 				Period    string `json:"period"`
 				Burst     int64  `json:"burst"`
+				Calendar  string `json:"calendar"`
 			} `json:"limit"`
-			State *struct {
-				Used       int64   `json:"used"`
-				Remaining  int64   `json:"remaining"`
-				Allowed    bool    `json:"allowed"`
-				ResetAfter float64 `json:"reset_after_seconds"`
-			} `json:"state"`
+			Concurrency *struct {
+				Limit int64  `json:"limit"`
+				Lease string `json:"lease"`
+			} `json:"concurrency"`
+			State *limitState `json:"state"`
 		} `json:"limits"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
@@ -401,20 +428,46 @@ func printKey(w io.Writer, b []byte) {
 		return
 	}
 	var rows [][]string
+	calendars := false
 	for _, l := range v.Limits {
 		tier := l.Tier
 		if tier == "" {
 			tier = "(default)"
 		}
+		reset := "-"
+		if l.State != nil {
+			reset = (time.Duration(l.State.ResetAfter * float64(time.Second))).Round(time.Millisecond).String()
+		}
+		if c := l.Concurrency; c != nil && l.State != nil {
+			// Slots: in use, free, and when the last lease held expires.
+			lim := fmt.Sprintf("%d in flight, lease %s", c.Limit, c.Lease)
+			rows = append(rows, []string{l.Rule, "(slots)", lim, fmt.Sprint(l.State.Used), fmt.Sprint(l.State.Remaining), reset, "-"})
+			continue
+		}
 		if l.Limit == nil || l.State == nil {
-			rows = append(rows, []string{l.Rule, "-", "exempt", "-", "-", "-"})
+			rows = append(rows, []string{l.Rule, "-", "exempt", "-", "-", "-", "-"})
 			continue
 		}
 		lim := fmt.Sprintf("%d/%s %s", l.Limit.Limit, l.Limit.Period, l.Limit.Algorithm)
-		reset := (time.Duration(l.State.ResetAfter * float64(time.Second))).Round(time.Millisecond).String()
-		rows = append(rows, []string{l.Rule, tier, lim, fmt.Sprint(l.State.Used), fmt.Sprint(l.State.Remaining), reset})
+		rule := l.Rule
+		if l.Shadow {
+			rule += " (shadow)"
+		}
+		period := "-"
+		if s, e := l.State.PeriodStart, l.State.PeriodEnd; s != nil && e != nil {
+			// The calendar's own zone, as the API gives it.
+			period, calendars = s.Format("2006-01-02 15:04 MST")+" to "+e.Format("2006-01-02 15:04 MST"), true
+		}
+		rows = append(rows, []string{rule, tier, lim, fmt.Sprint(l.State.Used), fmt.Sprint(l.State.Remaining), reset, period})
 	}
-	table(w, []string{"RULE", "TIER", "LIMIT", "USED", "REMAINING", "FULL IN"}, rows)
+	header := []string{"RULE", "TIER", "LIMIT", "USED", "REMAINING", "FULL IN", "PERIOD"}
+	if !calendars {
+		header = header[:6]
+		for i := range rows {
+			rows[i] = rows[i][:6]
+		}
+	}
+	table(w, header, rows)
 }
 
 func printReset(w io.Writer, b []byte) {
@@ -493,27 +546,32 @@ func printDescriptorState(w io.Writer, b []byte) {
 	var v struct {
 		Applies string `json:"applies"`
 		NoLimit string `json:"no_limit"`
+		Shadow  bool   `json:"shadow"`
 		Rule    *struct {
 			Path       string `json:"path"`
 			ShadowMode bool   `json:"shadow_mode"`
 			DenyAll    bool   `json:"deny_all"`
 		} `json:"rule"`
-		Override   *descriptorJSON `json:"override"`
-		Key        string          `json:"key"`
-		Limits     []limitDef      `json:"limits"`
-		LimitIndex int             `json:"limit_index"`
-		State      *struct {
-			Used       int64   `json:"used"`
-			Remaining  int64   `json:"remaining"`
-			Allowed    bool    `json:"allowed"`
-			ResetAfter float64 `json:"reset_after_seconds"`
-		} `json:"state"`
+		Override       *descriptorJSON `json:"override"`
+		Key            string          `json:"key"`
+		Limits         []limitDef      `json:"limits"`
+		LimitIndex     int             `json:"limit_index"`
+		State          *limitState     `json:"state"`
+		BlockedSeconds float64         `json:"blocked_seconds"`
+		List           string          `json:"list"`
 	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		fmt.Fprintf(w, "%s", b)
 		return
 	}
-	if v.Applies == "none" {
+	switch {
+	case v.Applies == "deny_list":
+		fmt.Fprintf(w, "refused before any counting: the descriptor carries a value on deny list %s (service.deny)\n", v.List)
+		return
+	case v.Applies == "none" && v.List != "":
+		fmt.Fprintf(w, "no limit applies: the descriptor carries a value on allow list %s (service.allow)\n", v.List)
+		return
+	case v.Applies == "none":
 		fmt.Fprintf(w, "no limit applies: %s\n", v.NoLimit)
 		return
 	}
@@ -523,7 +581,7 @@ func printDescriptorState(w io.Writer, b []byte) {
 	}
 	if v.Rule != nil && v.Applies == "rule" {
 		name = v.Rule.Path
-		if v.Rule.ShadowMode {
+		if v.Rule.ShadowMode || v.Shadow {
 			name += " (shadow mode)"
 		}
 		if v.Rule.DenyAll {
@@ -536,15 +594,31 @@ func printDescriptorState(w io.Writer, b []byte) {
 		key = "(shared)"
 	}
 	var rows [][]string
+	header := []string{"LIMIT OF", "KEY", "LIMIT", "USED", "REMAINING", "NEXT PASSES", "FULL IN"}
+	calendars := v.State != nil && v.State.PeriodStart != nil && v.State.PeriodEnd != nil
+	if calendars {
+		header = append(header, "PERIOD")
+	}
 	for i, l := range v.Limits {
 		row := []string{name, key, l.String(), "-", "-", "-", "-"}
+		if calendars {
+			row = append(row, "-")
+		}
 		if s := v.State; s != nil && i == v.LimitIndex {
 			reset := (time.Duration(s.ResetAfter * float64(time.Second))).Round(time.Millisecond).String()
 			row[3], row[4], row[5], row[6] = fmt.Sprint(s.Used), fmt.Sprint(s.Remaining), fmt.Sprint(s.Allowed), reset
+			if calendars {
+				// The calendar's own zone, as the API gives it.
+				row[7] = s.PeriodStart.Format("2006-01-02 15:04 MST") + " to " + s.PeriodEnd.Format("2006-01-02 15:04 MST")
+			}
 		}
 		rows = append(rows, row)
 	}
-	table(w, []string{"LIMIT OF", "KEY", "LIMIT", "USED", "REMAINING", "NEXT PASSES", "FULL IN"}, rows)
+	table(w, header, rows)
+	if v.BlockedSeconds > 0 {
+		fmt.Fprintf(w, "blocked by the rule's penalty for %s more (sluice descriptor reset lifts it)\n",
+			time.Duration(v.BlockedSeconds*float64(time.Second)).Round(time.Millisecond))
+	}
 }
 
 func printDescriptorReset(w io.Writer, b []byte) {

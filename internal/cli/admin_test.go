@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -34,6 +33,17 @@ rules:
     limit: 2
     period: 1h
     tiers: {premium: {limit: 4}}
+  - name: preview
+    match: {path: /preview}
+    algorithm: fixed_window
+    limit: 5
+    period: 1h
+    enforce: 0%
+  - name: exports
+    match: {path: /export}
+    key: [header:X-API-Key]
+    concurrency: 2
+    lease: 1m
 `
 
 // serveAdmin runs `sluice serve` with the admin API on and returns the
@@ -45,22 +55,8 @@ func serveAdmin(t *testing.T) (string, string, string) {
 	os.WriteFile(tokenFile, []byte("a-token-of-thirty-two-characters\n"), 0o600)
 	path := filepath.Join(dir, "sluice.yaml")
 	os.WriteFile(path, []byte(adminConfig), 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
-	code := make(chan int, 1)
-	var stderr bytes.Buffer
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", path}, io.Discard, &stderr,
-			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
-	}()
-	t.Cleanup(func() { cancel(); <-code })
-	select {
-	case a := <-addrs:
-		return "http://" + a[0].String(), "http://" + a[1].String(), tokenFile
-	case c := <-code:
-		t.Fatalf("serve exited with %d: %s", c, stderr.String())
-	}
-	return "", "", ""
+	gw, admin, _ := serveFile(t, path)
+	return gw, admin, tokenFile
 }
 
 func TestClientAndKeyCommands(t *testing.T) {
@@ -106,6 +102,19 @@ func TestClientAndKeyCommands(t *testing.T) {
 	if n := count("/api", "k-2", 6); n != 3 {
 		t.Errorf("client with its own limit: %d allowed, want 3", n)
 	}
+	// A monthly quota of the client's own, renewed at its anchor.
+	if out := run(0, "client", "set-limit", "k-3", "--rule", "api", "--limit", "3", "--period", "month", "--timezone", "Europe/Berlin"); !strings.Contains(out, "api=3/month fixed_window") {
+		t.Errorf("set-limit monthly: %q", out)
+	}
+	if out := run(0, "client", "set-anchor", "k-3", "15T09:00"); !regexpLine(out, "k-3", "api=3/month", "15T09:00") {
+		t.Errorf("set-anchor: %q", out)
+	}
+	if n := count("/api", "k-3", 5); n != 3 {
+		t.Errorf("client with its own monthly quota: %d allowed, want 3", n)
+	}
+	if out := run(0, "key", "show", "--rule", "api", "--client", "k-3", "k-3"); !strings.Contains(out, "PERIOD") || !regexpLine(out, "api", "override", "3/month", "3", "0", "09:00", "to", "09:00") {
+		t.Errorf("key show of a monthly quota: %q", out)
+	}
 	out := run(0, "client", "list")
 	if !strings.Contains(out, "k/1") || !strings.Contains(out, "k-2") {
 		t.Errorf("client list: %q", out)
@@ -124,6 +133,16 @@ func TestClientAndKeyCommands(t *testing.T) {
 	}
 	if out := run(0, "key", "show", "127.0.0.1", "--rule", "login"); !regexpLine(out, "login", "5/1h0m0s", "0", "5") {
 		t.Errorf("key show after reset: %q", out)
+	}
+	if out := run(0, "key", "show", "--rule", "preview", "127.0.0.1"); !strings.Contains(out, "preview (shadow)") {
+		t.Errorf("key show of a key in shadow mode: %q", out)
+	}
+	// A concurrency rule's slots: none in use, both free.
+	if out := run(0, "key", "show", "--rule", "exports", "k-x"); !regexpLine(out, "exports", "(slots)", "2", "in", "flight,", "lease", "1m0s", "0", "2") {
+		t.Errorf("key show of a concurrency rule: %q", out)
+	}
+	if out := run(0, "key", "reset", "--rule", "exports", "k-x"); !strings.Contains(out, "reset in exports") {
+		t.Errorf("key reset of a concurrency rule: %q", out)
 	}
 	if out := run(1, "key", "show", "--rule", "nope", "x"); !strings.Contains(out, `no rule is named "nope"`) {
 		t.Errorf("unknown rule: %q", out)

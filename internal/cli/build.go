@@ -5,8 +5,10 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rls"
 )
 
@@ -21,6 +23,11 @@ func options(cfg *config.Config) (gateway.Options, error) {
 	host := gateway.HostUpstream
 	if cfg.Proxy.PreserveHost {
 		host = gateway.HostPreserve
+	}
+	var id *identity.Options
+	if cfg.JWT != nil {
+		o := cfg.JWT.Options()
+		id = &o
 	}
 	return gateway.Options{
 		Listen:            cfg.Server.Listen,
@@ -45,6 +52,7 @@ func options(cfg *config.Config) (gateway.Options, error) {
 		AdminAllowRemote:  cfg.Admin.AllowRemote,
 		Service:           serviceOptions(cfg.Service),
 		ForwardAuth:       forwardAuthOptions(cfg.Server.ForwardAuth),
+		Identity:          id,
 	}, nil
 }
 
@@ -53,7 +61,7 @@ func serviceOptions(s *config.Service) *gateway.ServiceOptions {
 	if s == nil {
 		return nil
 	}
-	o := &gateway.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable}
+	o := &gateway.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable, Anchor: s.Anchor}
 	if s.DecideOnError {
 		o.OnStoreError = rls.FailOnError
 	}
@@ -124,7 +132,19 @@ func summarize(cfg *config.Config) string {
 // prints them and serve logs them at WARN.
 func warnings(cfg *config.Config) []string {
 	var ws []string
-	if cfg.Limiter.Tiers.From.Source != 0 && cfg.Limiter.Tiers.Keys == nil {
+	if j := cfg.JWT; j != nil {
+		var missing []string
+		if j.Issuer == "" {
+			missing = append(missing, "issuer")
+		}
+		if j.Audience == "" {
+			missing = append(missing, "audience")
+		}
+		if len(missing) > 0 {
+			ws = append(ws, fmt.Sprintf("identity.jwt has no %s: any token the keys signed is accepted, including ones issued for other services", strings.Join(missing, " and ")))
+		}
+	}
+	if src := cfg.Limiter.Tiers.From.Source; src != 0 && src != httplimit.SourceJWT && cfg.Limiter.Tiers.Keys == nil {
 		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
 	}
 	return ws

@@ -3,8 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,21 +25,7 @@ func TestDescriptorCommands(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "api.yaml"), []byte("domain: api\ndescriptors:\n  - key: client\n    rate_limit: { unit: hour, requests_per_unit: 3 }\n"), 0o600)
 	cfg := filepath.Join(dir, "sluice.yaml")
 	os.WriteFile(cfg, []byte("server: { admin: 127.0.0.1:0 }\nadmin: { api: true, token_file: admin-token }\nservice: { grpc: 127.0.0.1:0, descriptors: api.yaml }\n"), 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
-	code := make(chan int, 1)
-	up := make(chan struct{})
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", cfg, "--log-format", "json"}, io.Discard, logs,
-			func(net.Addr, net.Addr) { close(up) })
-	}()
-	t.Cleanup(func() { cancel(); <-code })
-	select {
-	case <-up:
-	case c := <-code:
-		t.Fatalf("serve exited with %d:\n%s", c, logs.String())
-	}
-	addrs := listening(t, logs.String())
+	addrs, _ := serveJSON(t, cfg)
 	admin := "http://" + addrs["admin"]
 	conn, err := grpc.NewClient(addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -2,18 +2,14 @@ package cli_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/internal/cli"
 )
 
 const listsConfig = `server: {listen: 127.0.0.1:0, admin: 127.0.0.1:0}
@@ -42,22 +38,7 @@ func TestServeLists(t *testing.T) {
 	write("deny.txt", "# abusers\n203.0.113.0/24\n")
 	write("partners.txt", "k-partner\n")
 	write("sluice.yaml", listsConfig)
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
-	code := make(chan int, 1)
-	var stderr lockedBuffer
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", filepath.Join(dir, "sluice.yaml")}, io.Discard, &stderr,
-			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
-	}()
-	t.Cleanup(func() { cancel(); <-code })
-	var base, admin string
-	select {
-	case a := <-addrs:
-		base, admin = "http://"+a[0].String(), "http://"+a[1].String()
-	case c := <-code:
-		t.Fatalf("serve exited with %d: %s", c, stderr.String())
-	}
+	base, admin, stderr := serveFile(t, filepath.Join(dir, "sluice.yaml"))
 	send := func(client, key string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+"/", nil)

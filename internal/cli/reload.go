@@ -68,7 +68,8 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 
 // reloadLoop reloads g from path on each SIGHUP and each change of the
 // file's content or of the files it names (the descriptor files, the lists'
-// files, the admin token file), one reload at a time, until ctx is done.
+// files, identity.jwt's key files, the admin token file), one reload at a
+// time, until ctx is done.
 func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, path string, hup <-chan os.Signal, logger *slog.Logger) {
 	filesSum := sumFiles(files)
 	reload := func(data []byte, readErr error) {
@@ -154,7 +155,7 @@ func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
 	if cfg.Admin.API {
 		token = cfg.Admin.TokenPath(path)
 	}
-	lists := cfg.ListFiles(path)
+	lists := append(cfg.ListFiles(path), cfg.JWTKeyFiles(path)...)
 	if svc := cfg.Service; svc != nil || token != "" || len(lists) > 0 {
 		ld.files = func() []string {
 			var fs []string

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 )
@@ -31,17 +32,47 @@ rules:
 	}
 }
 
+// A rule with a rate limit and concurrency limits both.
+func TestConcurrencyRuleWithRate(t *testing.T) {
+	c, err := config.Parse([]byte(`upstream: builtin:echo
+rules:
+  - name: exports
+    match: { path: /export/* }
+    algorithm: token_bucket
+    limit: 10
+    period: 1h
+    burst: 3
+    concurrency: 2
+    lease: 30s
+`), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Limiter.Rules[0]
+	if r.Concurrency == nil || r.Concurrency.Limit != 2 {
+		t.Fatalf("concurrency: got %+v, want limit 2", r.Concurrency)
+	}
+	if want := (sluice.Limit{Algorithm: sluice.TokenBucket, Count: 10, Period: time.Hour, Burst: 3}); r.Limit != want {
+		t.Errorf("rate: got %+v, want %+v", r.Limit, want)
+	}
+}
+
 func TestConcurrencyRuleProblems(t *testing.T) {
 	for _, tc := range []struct{ rule, want string }{
 		{"{name: a, concurrency: 3}", "c.yaml:2:9: rules[0].lease: missing"},
 		{"{name: a, lease: 1s}", "c.yaml:2:9: rules[0].concurrency: missing"},
 		{"{name: a, concurrency: 0, lease: 1s}", "rules[0].concurrency"},
 		{"{name: a, concurrency: 2, lease: 48h}", "rules[0].lease"},
-		{"{name: a, concurrency: 2, lease: 1s, limit: 5}", "rules[0].limit: a concurrency rule"},
-		{"{name: a, concurrency: 2, lease: 1s, algorithm: gcra, period: 1s}", "rules[0].algorithm: a concurrency rule"},
+		{"{name: a, concurrency: 2, lease: 1s, limit: 5}", "rules[0].algorithm: missing: a concurrency rule with a rate limit"},
+		{"{name: a, concurrency: 2, lease: 1s, algorithm: gcra, period: 1s}", "rules[0].limit: missing"},
+		{"{name: a, concurrency: 2, lease: 1s, algorithm: gcra, limit: 0, period: 1s}", "rules[0].limit"},
+		{"{name: a, concurrency: 2, lease: 1s, algorithm: gcra, limit: 1, period: 1s, tiers: {pro: {limit: 2}}}", "rules[0].tiers: a concurrency rule"},
 		{"{name: a, concurrency: 2, lease: 1s, action: shadow}", "rules[0].action: rule \"a\": a concurrency rule's action is reject or delay"},
 		{"{name: a, concurrency: 2, lease: 1s, action: delay}", "rules[0].max_delay"},
 		{"{name: a, action: exempt, concurrency: 2}", "rules[0].concurrency: an exempt rule takes no concurrency"},
+		{"{name: a, concurrency: 2, lease: 1s, algorithm: fixed_window, limit: 5, period: month}", "rules[0].period: a concurrency rule (one with concurrency and lease) takes no calendar period"},
+		{"{name: a, concurrency: 2, lease: 1s, algorithm: gcra, limit: 5, period: 1s, sync: lease}", "rules[0].sync: a concurrency rule (one with concurrency and lease) takes no sync"},
+		{"{name: a, concurrency: 2, lease: 1s, enforce: 5%}", "rules[0].enforce: a concurrency rule"},
 	} {
 		_, err := config.Parse([]byte("upstream: builtin:echo\nrules: ["+tc.rule+"]\n"), "c.yaml")
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -62,7 +93,7 @@ func TestConcurrencyRuleNotWithForwardAuth(t *testing.T) {
 // FuzzConcurrencyRule checks that every concurrency rule the parser accepts
 // validates, and that no input makes it panic.
 func FuzzConcurrencyRule(f *testing.F) {
-	for _, s := range []string{"concurrency: 2, lease: 30s", "concurrency: 1, lease: 1ms, action: delay, max_delay: 1s", "concurrency: -1, lease: 1s", "concurrency: 2, lease: [1s]", "lease: 1s, limit: 3", "concurrency: 1000001, lease: 25h, action: soft"} {
+	for _, s := range []string{"concurrency: 2, lease: 30s", "concurrency: 1, lease: 1ms, action: delay, max_delay: 1s", "concurrency: -1, lease: 1s", "concurrency: 2, lease: [1s]", "lease: 1s, limit: 3", "concurrency: 2, lease: 1s, algorithm: fixed_window, limit: 3, period: 1m", "concurrency: 1000001, lease: 25h, action: soft"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, fields string) {

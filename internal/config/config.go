@@ -49,6 +49,9 @@ type Config struct {
 	// Service is the rate-limit service for Envoy; nil when the file has
 	// no service section.
 	Service *Service
+	// JWT verifies the bearer tokens of the jwt:CLAIM key parts
+	// (identity.jwt); nil when the file has none.
+	JWT *JWT
 	// listFiles are the lists whose entries ParseFile reads from files.
 	listFiles []listFile
 }
@@ -72,7 +75,8 @@ func Load(path string) (*Config, error) {
 }
 
 // ParseFile is Parse followed by the reading of the files the config
-// names: the lists' files and the service section's descriptor files, relative to the
+// names: the lists' files, identity.jwt's key files and the service
+// section's descriptor files, relative to the
 // directory of path, the config file's own path. Their problems are
 // reported with their own file names and lines.
 func ParseFile(data []byte, path string) (*Config, error) {
@@ -88,6 +92,9 @@ func ParseFile(data []byte, path string) (*Config, error) {
 		c.Store.Redis.HashSecret = secret
 	}
 	if err := loadLists(c, path); err != nil {
+		return nil, err
+	}
+	if err := loadJWTKeys(c, path); err != nil {
 		return nil, err
 	}
 	if c.Service != nil {
@@ -118,7 +125,7 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity"}
 
 // logFields are the fields of log.
 var logFields = []string{"rejections_per_second"}
@@ -165,6 +172,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		case "admin":
 			adminNode = v
 			d.admin(v, &c.Admin)
+		case "identity":
+			d.identity(v, c)
 		case "service":
 			c.Service = &Service{}
 			d.service(v, c.Service)
@@ -180,6 +189,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		}
 	})
 	d.lists(listsNode, c)
+	if c.Service != nil {
+		d.serviceLists(c.Service)
+	}
 	if denyNode != nil {
 		c.Limiter.Deny = d.listNames(denyNode, "deny")
 	}
@@ -204,7 +216,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(redisNode, "store.redis", "only for backend redis; the backend is memory")
 	}
 	if denyNode != nil && !usesRules {
-		d.add(denyNode, "deny", "only the gateway (upstream) and forward-auth (server.forward_auth) apply deny lists, and the file enables neither")
+		d.add(denyNode, "deny", "only the gateway (upstream) and forward-auth (server.forward_auth) apply deny lists, and the file enables neither (the rate-limit service takes service.deny)")
 	}
 	switch {
 	case rulesNode == nil && usesRules:
@@ -221,6 +233,10 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.checkCountForwardAuth(rulesNode, c.Limiter.Rules)
 		}
 	}
+	if c.JWT != nil && !usesRules {
+		d.add(lookup(root, "identity"), "identity", "only the gateway (upstream) and forward-auth (server.forward_auth) apply rules, and the file enables neither")
+	}
+	d.checkJWTParts(root, c)
 	_ = tiersNode
 	return c
 }

@@ -8,11 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
 )
 
@@ -204,7 +204,8 @@ func mergeDomains(docs []*descriptorFile, o DescriptorOptions) ([]descriptor.Dom
 			continue
 		}
 		if !dup {
-			first[name], owner[name], keys[name] = len(out), f.name, map[string]string{}
+			i = len(out)
+			first[name], owner[name], keys[name] = i, f.name, map[string]string{}
 			out = append(out, descriptor.Domain{Name: name})
 		}
 		for j, ds := range f.domain.Descriptors {
@@ -256,7 +257,11 @@ func parseDescriptorFile(data []byte, name string, check func(sluice.Limit) erro
 				f.domain.Name = s
 			}
 		case "descriptors":
-			f.domain.Descriptors, f.topNodes = (&descDecoder{decoder: d}).descriptorList(v, "descriptors", 1)
+			dd := &descDecoder{decoder: d}
+			f.domain.Descriptors, f.topNodes = dd.descriptorList(v, "descriptors", 1)
+			if len(d.err.Problems) == 0 {
+				dd.checkEnforce(f.domain.Descriptors, "descriptors", false)
+			}
 		}
 	})
 	if f.domain.Name == "" && f.domainNode == nil {
@@ -304,10 +309,10 @@ var (
 )
 
 func init() {
-	for _, f := range []string{"shadow_mode", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "key", "value", "descriptors"} {
+	for _, f := range []string{"shadow_mode", "enforce", "detailed_metric", "value_to_metric", "share_threshold", "quota_mode", "key", "value", "descriptors"} {
 		inRateLimit[f] = "belongs to the descriptor, beside rate_limit, not inside it"
 	}
-	for _, f := range []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "period", "burst", "limits"} {
+	for _, f := range []string{"unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "period", "calendar", "burst", "limits", "penalty", "sync", "sync_interval"} {
 		inDescriptor[f] = "belongs inside rate_limit"
 	}
 }
@@ -351,6 +356,8 @@ type descDecoder struct {
 	*decoder
 	count   int
 	stopped bool
+	// enforce holds the node of each descriptor's enforce, by path.
+	enforce map[string]*yaml.Node
 }
 
 // Bounds on one file's tree, far beyond any real configuration.
@@ -361,7 +368,7 @@ const (
 )
 
 var descriptorFields = []string{"key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
-	"value_to_metric", "share_threshold", "quota_mode", "metadata"}
+	"value_to_metric", "share_threshold", "quota_mode", "metadata", "enforce"}
 
 // descriptorList decodes a list of descriptors, reporting entries of one
 // level with the same composite key; it returns each entry's node too.
@@ -429,6 +436,13 @@ func (d *descDecoder) descriptor(n *yaml.Node, path string, depth int) (descript
 			ds.Descriptors, _ = d.descriptorList(v, p, depth+1)
 		case "shadow_mode":
 			ds.ShadowMode, _ = d.boolean(v, p)
+		case "enforce":
+			if ds.Enforce = d.rollout(v, p); ds.Enforce != nil {
+				if d.enforce == nil {
+					d.enforce = map[string]*yaml.Node{}
+				}
+				d.enforce[path] = v
+			}
 		case "detailed_metric":
 			ds.DetailedMetric, _ = d.boolean(v, p)
 		case "value_to_metric":
@@ -451,6 +465,16 @@ func (d *descDecoder) descriptor(n *yaml.Node, path string, depth int) (descript
 	} else if ds.Key == "" {
 		d.add(keyNode, path+".key", "must not be empty")
 	}
+	if at := d.enforce[path]; ds.Enforce != nil {
+		switch {
+		case ds.RateLimit == nil:
+			d.add(at, path+".enforce", "needs a rate_limit: a descriptor without one is never limited")
+		case ds.RateLimit.Unlimited:
+			d.add(at, path+".enforce", "not for an unlimited rate_limit")
+		case ds.ShadowMode:
+			d.add(at, path+".enforce", "shadow_mode already leaves every counter in shadow mode; drop one of them")
+		}
+	}
 	if ds.ShareThreshold && !strings.Contains(ds.Value, "*") {
 		d.add(shareNode, path+".share_threshold", "only for a wildcard value (one with *), which value %q is not", ds.Value)
 	}
@@ -462,12 +486,13 @@ func (d *descDecoder) descriptor(n *yaml.Node, path string, depth int) (descript
 }
 
 var rateLimitFields = []string{"unit", "requests_per_unit", "unlimited", "name", "replaces",
-	"algorithm", "period", "burst", "limits"}
+	"algorithm", "period", "calendar", "burst", "limits", "penalty", "sync", "sync_interval"}
 
 // limitNodes is one limit as written: envoyproxy/ratelimit's
-// requests_per_unit and unit, or Sluice's period, algorithm and burst.
+// requests_per_unit and unit, or Sluice's period, calendar, algorithm and
+// burst.
 type limitNodes struct {
-	count, unit, period, alg, burst *yaml.Node
+	count, unit, period, cal, alg, burst *yaml.Node
 }
 
 // set records v as the node of a limit's field key, and reports whether
@@ -480,6 +505,8 @@ func (ln *limitNodes) set(key string, v *yaml.Node) bool {
 		ln.unit = v
 	case "period":
 		ln.period = v
+	case "calendar":
+		ln.cal = v
 	case "algorithm":
 		ln.alg = v
 	case "burst":
@@ -498,13 +525,18 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	}
 	rl := &descriptor.RateLimit{}
 	var ln limitNodes
-	var unlimitedNode, limitsNode *yaml.Node
+	var unlimitedNode, limitsNode, penaltyNode *yaml.Node
+	var sn syncNodes
 	d.stringFields(n, path, rateLimitFields, inRateLimit, func(key string, v *yaml.Node) {
 		p := path + "." + key
-		if ln.set(key, v) {
+		if ln.set(key, v) || d.syncField(key, v, p, &rl.Sync, &sn) {
 			return
 		}
 		switch key {
+		case "penalty":
+			// The gateway's rules[].penalty, decoded by the same code.
+			penaltyNode = v
+			rl.Penalty = d.penalty(v, p)
 		case "limits":
 			limitsNode = v
 		case "unlimited":
@@ -521,11 +553,12 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 			d.add(n, path+".replaces", "replaces should not contain the name of the same descriptor (%q)", r)
 		}
 	}
+	d.checkSync(sn, rl.Sync, path)
 	if rl.Unlimited {
 		for _, f := range []struct {
 			n    *yaml.Node
 			name string
-		}{{ln.unit, "unit"}, {ln.period, "period"}, {ln.alg, "algorithm"}, {ln.burst, "burst"}, {limitsNode, "limits"}} {
+		}{{ln.unit, "unit"}, {ln.period, "period"}, {ln.cal, "calendar"}, {ln.alg, "algorithm"}, {ln.burst, "burst"}, {limitsNode, "limits"}, {penaltyNode, "penalty"}, {sn.mode, "sync"}} {
 			if f.n != nil {
 				d.add(f.n, path+"."+f.name, "should not specify rate limit %s when unlimited", f.name)
 			}
@@ -540,21 +573,28 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 		for _, f := range []struct {
 			n    *yaml.Node
 			name string
-		}{{ln.count, "requests_per_unit"}, {ln.unit, "unit"}, {ln.period, "period"}, {ln.alg, "algorithm"}, {ln.burst, "burst"}} {
+		}{{ln.count, "requests_per_unit"}, {ln.unit, "unit"}, {ln.period, "period"}, {ln.cal, "calendar"}, {ln.alg, "algorithm"}, {ln.burst, "burst"}} {
 			if f.n != nil {
 				d.add(f.n, path+"."+f.name, "give limits or %s, not both: move it into each of the limits", f.name)
 			}
 		}
 		rl.Limits = d.limits(limitsNode, path+".limits")
+		if len(rl.Limits) > 1 && rl.Sync.Mode != sluice.SyncExact {
+			d.add(sn.mode, path+".sync", "sync %s applies to one limit, not the %d of limits", rl.Sync.Mode, len(rl.Limits))
+		}
+		d.checkSyncAlgorithms(sn, rl.Sync, rl.Limits, path)
 		return rl
 	}
-	sluiceForm := ln.period != nil || ln.alg != nil || ln.burst != nil
+	sluiceForm := ln.period != nil || ln.cal != nil || ln.alg != nil || ln.burst != nil
 	if !sluiceForm {
 		// envoyproxy/ratelimit's own form: a fixed window, 0 denies all.
 		if ln.count == nil {
 			d.add(n, path+".requests_per_unit", "missing: want a whole number of requests per unit")
 		} else if c, ok := d.integer(ln.count, path+".requests_per_unit", 0, 1<<32-1); ok {
 			rl.RequestsPerUnit = uint32(c)
+			if c == 0 && penaltyNode != nil {
+				d.add(penaltyNode, path+".penalty", "requests_per_unit 0 denies every request and counts nothing: a penalty needs a limit to count denials against")
+			}
 		}
 		if ln.unit == nil {
 			d.add(n, path+".unit", "missing: want second, minute, hour, day, week, month or year")
@@ -577,6 +617,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string) *descriptor.RateLimit {
 	}
 	if l, ok := d.limit(n, ln, path); ok {
 		rl.Limits = []sluice.Limit{l}
+		d.checkSyncAlgorithms(sn, rl.Sync, rl.Limits, path)
 	}
 	return rl
 }
@@ -615,7 +656,7 @@ func (d *decoder) replaces(n *yaml.Node, path string) []string {
 	return out
 }
 
-var limitFields = []string{"requests_per_unit", "unit", "period", "algorithm", "burst"}
+var limitFields = []string{"requests_per_unit", "unit", "period", "calendar", "algorithm", "burst"}
 
 func (d *decoder) limits(n *yaml.Node, path string) []sluice.Limit {
 	n = resolve(n)
@@ -642,9 +683,14 @@ func (d *decoder) limits(n *yaml.Node, path string) []sluice.Limit {
 
 // limit decodes one limit in Sluice's form: requests_per_unit (at least 1)
 // per unit or period, algorithm (default fixed_window, as
-// envoyproxy/ratelimit counts) and burst.
+// envoyproxy/ratelimit counts) and burst. A period of day, week, month or
+// year is a calendar quota (see package calendar), its calendar mapping
+// decoded as the gateway's rules[].calendar is; unit keeps
+// envoyproxy/ratelimit's fixed lengths (a month of 30 days).
 func (d *decoder) limit(at *yaml.Node, ln limitNodes, path string) (sluice.Limit, bool) {
 	l := sluice.Limit{Algorithm: sluice.FixedWindow}
+	var unit calendar.Unit
+	periodOK := true
 	before := len(d.err.Problems)
 	if ln.count == nil {
 		d.add(at, path+".requests_per_unit", "missing: want a whole number of requests per unit or period")
@@ -663,11 +709,22 @@ func (d *decoder) limit(at *yaml.Node, ln limitNodes, path string) (sluice.Limit
 			l.Period = u.Duration()
 		}
 	case ln.period != nil:
-		if t, ok := d.duration(ln.period, path+".period", time.Microsecond, 365*24*time.Hour); ok {
-			l.Period = t
-		}
+		t, u, ok := d.period(ln.period, path+".period")
+		l.Period, unit, periodOK = t, u, ok
 	default:
 		d.add(at, path+".unit", "missing: want a unit (second to year) or a period (such as 30s)")
+	}
+	switch {
+	case ln.cal != nil && ln.unit != nil:
+		d.add(ln.cal, path+".calendar", "a calendar applies only to period: day, week, month or year; unit: %s is a fixed length, as envoyproxy/ratelimit counts it", resolve(ln.unit).Value)
+	case periodOK && (ln.cal != nil || unit != 0):
+		spec := limitSpec{periodNode: ln.period}
+		if ln.cal != nil {
+			spec.cal = d.calendar(ln.cal, path+".calendar")
+		}
+		if c, ok := d.calendarOf(&spec, unit, nil, path); ok {
+			l.Calendar = c
+		}
 	}
 	if ln.alg != nil {
 		if s, ok := d.scalar(ln.alg, path+".algorithm"); ok {
@@ -721,4 +778,19 @@ func (d *decoder) checkStore(l sluice.Limit, n *yaml.Node, path string) bool {
 		return false
 	}
 	return true
+}
+
+// checkEnforce reports an enforce on a descriptor of ds (at path) counted
+// as one counter: no level of its path, from the top (perValue tells for
+// the levels above ds), is counted per value. It runs on a file without
+// other problems, whose descriptors keep the indices they have in the file.
+func (d *descDecoder) checkEnforce(ds []descriptor.Descriptor, path string, perValue bool) {
+	for i, x := range ds {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		pv := perValue || x.Value == "" || strings.Contains(x.Value, "*") && !x.ShareThreshold
+		if x.Enforce != nil && !pv {
+			d.add(d.enforce[p], p+".enforce", "needs a level counted per value (an entry without a value, or a wildcard without share_threshold) on the way to this descriptor: it has one counter, which would be enforced or not as a whole")
+		}
+		d.checkEnforce(x.Descriptors, p+".descriptors", pv)
+	}
 }

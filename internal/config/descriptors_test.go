@@ -85,6 +85,10 @@ func TestDescriptorsFull(t *testing.T) {
 	if r := rule("service", "billing"); !r.QuotaMode || !slices.Equal(r.Replaces, []string{"per_ip"}) {
 		t.Errorf("billing: got quota_mode %v replaces %v", r.QuotaMode, r.Replaces)
 	}
+	if pen, ok := rule("password_reset", "u").Policy.Penalty(); !ok || pen.After != 2 || pen.Forget != 24*time.Hour ||
+		!slices.Equal(pen.Blocks, []time.Duration{time.Minute, 10 * time.Minute, time.Hour}) {
+		t.Errorf("password_reset: got penalty %+v, %v", pen, ok)
+	}
 	if r := rule("tenant", "t"); r.Name != "tenant_limits" {
 		t.Errorf("tenant: got name %q", r.Name)
 	}
@@ -376,6 +380,11 @@ func FuzzParseDescriptors(f *testing.F) {
 		}
 	}
 	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a*b*\n    share_threshold: true\n    rate_limit: {unit: week, requests_per_unit: 3}\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a\n    descriptors:\n      - key: u\n        enforce: 25%\n        rate_limit: {unit: day, requests_per_unit: 3}\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    value: a\n    enforce: 5%\n    rate_limit: {unit: day, requests_per_unit: 3}\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {period: month, requests_per_unit: 3, calendar: {anchor: 31T00:00, timezone: Europe/Berlin}}\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      limits:\n        - {period: week, requests_per_unit: 3, algorithm: sliding_window, calendar: {week_start: monday}}\n        - {period: 1s, requests_per_unit: 1}\n"))
+	f.Add([]byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {period: year, requests_per_unit: 3, calendar: {anchor: 04-01}, sync: async}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		d1, err1 := ParseDescriptors(data, "fuzz")
 		_, err2 := ParseDescriptors(data, "fuzz")
@@ -404,5 +413,132 @@ func TestDescriptorsAliasBomb(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "stopped reading") || len(ce.Problems) > 1001 {
 		t.Fatalf("got %d problems, want at most 1001 ending in stopped reading", len(ce.Problems))
+	}
+}
+
+// TestDescriptorsSeveralDomains: files of distinct domains each keep their
+// own descriptors (each file's went into the first domain before).
+func TestDescriptorsSeveralDomains(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"a.yaml": "domain: a\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 1}\n",
+		"b.yaml": "domain: b\ndescriptors:\n  - key: k\n    rate_limit: {unit: minute, requests_per_unit: 2}\n  - key: only_b\n    rate_limit: {unit: hour, requests_per_unit: 3}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set, err := LoadDescriptors(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		domain, key string
+		count       int64 // 0: no rule
+	}{{"a", "k", 1}, {"b", "k", 2}, {"b", "only_b", 3}, {"a", "only_b", 0}} {
+		m := set.Match(tt.domain, entries(tt.key, "v"))
+		switch {
+		case tt.count == 0 && m.Rule != nil:
+			t.Errorf("%s/%s: got a rule, want none", tt.domain, tt.key)
+		case tt.count != 0 && (m.Rule == nil || m.Rule.Policy.Limits()[0].Count != tt.count):
+			t.Errorf("%s/%s: got %+v, want a limit of %d", tt.domain, tt.key, m.Rule, tt.count)
+		}
+	}
+}
+
+// A descriptor's rate_limit chooses its sync mode, which reaches its policy.
+func TestDescriptorSync(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "d.yaml")
+	data := "domain: s\ndescriptors:\n  - key: global\n    rate_limit: {unit: second, requests_per_unit: 1000, sync: lease}\n" +
+		"  - key: approx\n    rate_limit: {period: 1s, requests_per_unit: 100, algorithm: gcra, sync: async, sync_interval: 20ms}\n" +
+		"  - key: plain\n    rate_limit: {unit: second, requests_per_unit: 5}\n"
+	if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, err := LoadDescriptors(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		key  string
+		want sluice.Sync
+	}{
+		{"global", sluice.Sync{Mode: sluice.SyncLease}},
+		{"approx", sluice.Sync{Mode: sluice.SyncAsync, Interval: 20 * time.Millisecond}},
+		{"plain", sluice.Sync{}},
+	} {
+		m := set.Match("s", entries(tc.key, "v"))
+		if m.Rule == nil || m.Rule.Policy == nil {
+			t.Fatalf("%s: no rule", tc.key)
+		}
+		if got := m.Rule.Policy.Sync(); got != tc.want {
+			t.Errorf("%s: sync %+v, want %+v", tc.key, got, tc.want)
+		}
+	}
+}
+
+// TestDescriptorCalendar: period day, week, month or year makes a calendar
+// quota, with its calendar mapping or the defaults (UTC, the 1st at
+// midnight), also among limits; unit: month keeps envoyproxy/ratelimit's
+// fixed 30 days.
+func TestDescriptorCalendar(t *testing.T) {
+	d, err := ParseDescriptors([]byte(`domain: c
+descriptors:
+  - key: monthly
+    rate_limit:
+      requests_per_unit: 10000
+      period: month
+      calendar: {anchor: "15T09:00", timezone: Europe/Berlin}
+  - key: weekly
+    rate_limit:
+      limits:
+        - {requests_per_unit: 10, unit: second}
+        - {requests_per_unit: 500, period: week, algorithm: sliding_window, calendar: {week_start: monday}}
+  - key: envoy_month
+    rate_limit: {requests_per_unit: 10, unit: month}
+  - key: sluice_month
+    rate_limit: {requests_per_unit: 10, period: month}
+`), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := descriptor.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := func(key string, i int) sluice.Limit {
+		t.Helper()
+		r := set.Match("c", entries(key, "v")).Rule
+		if r == nil || r.Policy == nil {
+			t.Fatalf("%s: no rule", key)
+		}
+		return r.Policy.Limits()[i]
+	}
+	for _, tc := range []struct {
+		key  string
+		i    int
+		want string // the calendar, or empty for none
+	}{
+		{"monthly", 0, "month anchor=15T09:00 zone=Europe/Berlin"},
+		{"weekly", 0, ""},
+		{"weekly", 1, "week start=monday"},
+		{"envoy_month", 0, ""},
+		{"sluice_month", 0, "month"},
+	} {
+		l := limit(tc.key, tc.i)
+		got := ""
+		if l.Calendar != nil {
+			got = l.Calendar.String()
+		}
+		if got != tc.want {
+			t.Errorf("%s[%d]: calendar %q, want %q", tc.key, tc.i, got, tc.want)
+		}
+	}
+	if l := limit("envoy_month", 0); l.Period != 30*24*time.Hour {
+		t.Errorf("unit: month is %v, want envoyproxy/ratelimit's 30 days", l.Period)
+	}
+	if l := limit("weekly", 1); l.Algorithm != sluice.SlidingWindow {
+		t.Errorf("weekly: %v, want sliding_window", l.Algorithm)
 	}
 }

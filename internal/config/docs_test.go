@@ -25,6 +25,7 @@ var docSections = []docSection{
 	{"serverFields", "server.", serverFields},
 	{"storeFields", "store.", storeFields},
 	{"redisFields", "store.redis.", redisFields},
+	{"quotaFields", "store.redis.quota.", quotaFields},
 	{"clientIPFields", "client_ip.", clientIPFields},
 	{"tiersFields", "tiers.", tiersFields},
 	{"logFields", "log.", logFields},
@@ -33,11 +34,15 @@ var docSections = []docSection{
 	{"countFields", "rules[].count.", countFields},
 	{"penaltyFields", "rules[].penalty.", penaltyFields},
 	{"tierLimitFields", "rules[].tiers.NAME.", tierLimitFields},
+	{"calendarFields", "rules[].calendar.", calendarFields},
 	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
 	{"upstreamFields", "upstream.", upstreamFields},
 	{"serviceFields", "service.", serviceFields},
 	{"adminFields", "admin.", adminFields},
 	{"listFields", "lists.NAME.", listFields},
+	{"identityFields", "identity.", identityFields},
+	{"jwtFields", "identity.jwt.", jwtFields},
+	{"jwtKeyFields", "identity.jwt.keys[].", jwtKeyFields},
 }
 
 // docRow matches the first cell of a row of docs/config.md's tables.

@@ -111,6 +111,10 @@ func (d *decoder) lists(n *yaml.Node, c *Config) {
 						d.add(v, p, "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
 						return
 					}
+					if k.Source == httplimit.SourceJWT {
+						d.add(v, p, "lists cannot be looked up by a token's claim yet; use a header set by a trusted layer")
+						return
+					}
 					if k.Source == httplimit.SourceIP || k.Source == httplimit.SourceGlobal {
 						d.add(v, p, "want the request attribute keys are looked up by, such as header:X-API-Key; %s is not one (list client addresses in cidrs)", s)
 						return
@@ -134,8 +138,6 @@ func (d *decoder) lists(n *yaml.Node, c *Config) {
 			d.add(v, path, "missing: want one of cidrs, cidrs_file, keys or keys_file")
 		case len(given) > 1:
 			d.add(seen[given[1]], path+"."+given[1], "a list takes one of cidrs, cidrs_file, keys and keys_file; this one also has %s", given[0])
-		case isKeys && seen["key"] == nil:
-			d.add(v, path+".key", "missing: a key list needs the request attribute its keys are looked up by, such as header:X-API-Key")
 		case !isKeys && seen["key"] != nil:
 			d.add(seen["key"], path+".key", "only for keys and keys_file: a cidrs list matches the client's address, as the ip key part finds it")
 		}
@@ -147,8 +149,16 @@ func (d *decoder) lists(n *yaml.Node, c *Config) {
 	}
 }
 
-// listNames resolves a list of list names, as in deny and rules[].allow.
+// listNames resolves a list of list names for the gateway, as in deny and
+// rules[].allow.
 func (d *decoder) listNames(v *yaml.Node, path string) []*httplimit.List {
+	return d.namedLists(v, path, true)
+}
+
+// namedLists resolves a list of list names; with gateway set, for the
+// gateway, which needs a key list's key (the rate-limit service looks keys
+// up in descriptor entries instead).
+func (d *decoder) namedLists(v *yaml.Node, path string, gateway bool) []*httplimit.List {
 	ss, ok := d.strings(v, path, true)
 	if !ok {
 		return nil
@@ -175,6 +185,8 @@ func (d *decoder) listNames(v *yaml.Node, path string) []*httplimit.List {
 			} else {
 				d.add(at, fmt.Sprintf("%s[%d]", path, j), "unknown list %q (the lists are %s)", s, strings.Join(names, ", "))
 			}
+		case li != nil && gateway && li.Keys != nil && li.Key == (httplimit.KeyPart{}):
+			d.add(at, fmt.Sprintf("%s[%d]", path, j), "list %q has keys but no key: give it key, the request attribute its keys are looked up by, such as header:X-API-Key", s)
 		case li != nil && !slices.Contains(out, li):
 			out = append(out, li)
 		}

@@ -33,8 +33,9 @@ rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`,
 		{"inline and file", `lists: { a: { cidrs: [10.0.0.0/8], cidrs_file: a.txt } }
 rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`, []string{"lists.a.cidrs_file: a list takes one of cidrs, cidrs_file, keys and keys_file; this one also has cidrs"}},
 		{"keys without key", `lists: { a: { keys: [k] }, b: { cidrs: ["::/0"], key: header:K }, c: { keys: [k], key: ip }, d: {} }
-rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`,
-			[]string{"lists.a.key: missing", "lists.b.key: only for keys", "lists.c.key: want the request attribute", "lists.d: missing: want one of cidrs"}},
+rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s, allow: [a] }]`,
+			[]string{"lists.b.key: only for keys", "lists.c.key: want the request attribute", "lists.d: missing: want one of cidrs",
+				`rules[0].allow[0]: list "a" has keys but no key: give it key`}},
 		{"bad names", `lists: { "a b": { cidrs: [10.0.0.0/8] } }
 rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`, []string{`list name "a b"`}},
 		{"exempt with allow", `lists: { a: { cidrs: [10.0.0.0/8] } }
@@ -43,22 +44,29 @@ rules: [{ name: r, action: exempt, allow: [a] }]`, []string{"rules[0].allow: an 
 rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`, []string{"lists.a.keys[0]: key \"k\\x01\" has a control character"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := config.Parse([]byte(listsBase+tt.file), "c.yaml")
-			var ce *config.Error
-			if !errors.As(err, &ce) {
-				t.Fatalf("got %v, want a config error", err)
-			}
-			msg := err.Error()
-			lines := strings.Split(msg, "\n")
-			if len(lines) != len(tt.want) {
-				t.Errorf("got %d problems, want %d:\n%s", len(lines), len(tt.want), msg)
-			}
-			for i, w := range tt.want {
-				if i < len(lines) && !strings.Contains(lines[i], w) {
-					t.Errorf("problem %d: got %q, want it to contain %q", i, lines[i], w)
-				}
-			}
+			wantProblems(t, listsBase+tt.file, tt.want)
 		})
+	}
+}
+
+// wantProblems parses file and checks that its problems are want, in order:
+// each a substring of one problem.
+func wantProblems(t *testing.T, file string, want []string) {
+	t.Helper()
+	_, err := config.Parse([]byte(file), "c.yaml")
+	var ce *config.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("got %v, want a config error", err)
+	}
+	msg := err.Error()
+	lines := strings.Split(msg, "\n")
+	if len(lines) != len(want) {
+		t.Errorf("got %d problems, want %d:\n%s", len(lines), len(want), msg)
+	}
+	for i, w := range want {
+		if i < len(lines) && !strings.Contains(lines[i], w) {
+			t.Errorf("problem %d: got %q, want it to contain %q", i, lines[i], w)
+		}
 	}
 }
 

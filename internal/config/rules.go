@@ -10,14 +10,15 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
 // ruleFields are the fields of a rule (rules[]).
-var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty", "concurrency", "lease"}
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "calendar", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty", "concurrency", "lease", "enforce", "sync", "sync_interval"}
 
 // tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
-var tierLimitFields = []string{"algorithm", "limit", "period", "burst"}
+var tierLimitFields = []string{"algorithm", "limit", "period", "calendar", "burst"}
 
 // matchFields are the fields of a rule's match.
 var matchFields = []string{"path", "paths", "methods", "hosts"}
@@ -73,6 +74,8 @@ type limitSpec struct {
 	hasPeriod, hasBurst   bool
 	algNode, countNode    *yaml.Node
 	periodNode, burstNode *yaml.Node
+	unit                  calendar.Unit // for period: day, week, month or year
+	cal                   *calSpec      // the calendar mapping, if written
 }
 
 func (d *decoder) limitField(key string, v *yaml.Node, path string, l *limitSpec) {
@@ -95,9 +98,11 @@ func (d *decoder) limitField(key string, v *yaml.Node, path string, l *limitSpec
 		}
 	case "period":
 		l.hasPeriod = true
-		if t, ok := d.duration(v, p, time.Microsecond, 365*24*time.Hour); ok {
-			l.period, l.hasPeriod, l.periodNode = t, true, v
+		if t, u, ok := d.period(v, p); ok {
+			l.period, l.unit, l.periodNode = t, u, v
 		}
+	case "calendar":
+		l.cal = d.calendar(v, p)
 	case "burst":
 		l.hasBurst = true
 		if b, ok := d.integer(v, p, 1, 1_000_000_000_000); ok {
@@ -131,7 +136,8 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	var r httplimit.Rule
 	var spec limitSpec
 	var keyNode, actionNode, maxDelayNode, countNode, allowNode, penaltyNode *yaml.Node
-	var concNode, leaseNode *yaml.Node
+	var concNode, leaseNode, enforceNode *yaml.Node
+	var sn syncNodes
 	var conc httplimit.ConcurrencyRule
 	tierSpecs := map[string]*limitSpec{}
 	tierNodes := map[string]*yaml.Node{}
@@ -140,6 +146,9 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	hasName := false
 	d.fields(n, path, ruleFields, func(key string, v *yaml.Node) {
 		p := path + "." + key
+		if d.syncField(key, v, p, &r.Sync, &sn) {
+			return
+		}
 		switch key {
 		case "name":
 			if s, ok := d.str(v, p); ok {
@@ -200,6 +209,9 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		case "penalty":
 			penaltyNode = v
 			r.Penalty = d.penalty(v, p)
+		case "enforce":
+			enforceNode = v
+			r.Enforce = d.rollout(v, p)
 		case "concurrency":
 			concNode = v
 			if c, ok := d.integer(v, p, 1, sluice.MaxConcurrency); ok {
@@ -249,7 +261,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}, {concNode != nil, "concurrency"}, {leaseNode != nil, "lease"}} {
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.cal != nil, "calendar"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}, {enforceNode != nil, "enforce"}, {concNode != nil, "concurrency"}, {leaseNode != nil, "lease"}, {sn.mode != nil, "sync"}, {sn.interval != nil, "sync_interval"}} {
 			if f.set {
 				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
 			}
@@ -257,11 +269,13 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		return r, len(d.err.Problems) == before
 	}
 	if concNode != nil || leaseNode != nil {
-		return d.concurrencyRule(n, path, r, conc, before, concNode, leaseNode, actionNode, maxDelayNode, map[string]bool{
-			"algorithm": spec.hasAlg, "limit": spec.hasCount, "period": spec.hasPeriod, "burst": spec.hasBurst,
-			"tiers": len(tierSpecs) > 0, "count": countNode != nil, "penalty": penaltyNode != nil,
+		return d.concurrencyRule(n, path, r, conc, &spec, before, concNode, leaseNode, actionNode, maxDelayNode, map[string]bool{
+			"calendar": spec.cal != nil || spec.unit != 0,
+			"tiers":    len(tierSpecs) > 0, "count": countNode != nil, "penalty": penaltyNode != nil, "enforce": enforceNode != nil,
+			"sync": sn.mode != nil, "sync_interval": sn.interval != nil,
 		})
 	}
+	d.checkSync(sn, r.Sync, path)
 	for _, f := range []struct {
 		set  bool
 		name string
@@ -273,8 +287,12 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	if len(d.err.Problems) > before {
 		return r, false
 	}
-	r.Limit = sluice.Limit{Algorithm: spec.alg, Count: spec.count, Period: spec.period, Burst: spec.burst}
-	ok := d.check(r.Limit, &spec, n, path)
+	cal, ok := d.calendarOf(&spec, spec.unit, nil, path)
+	if !ok {
+		return r, false
+	}
+	r.Limit = sluice.Limit{Algorithm: spec.alg, Count: spec.count, Period: spec.period, Burst: spec.burst, Calendar: cal}
+	ok = d.check(r.Limit, &spec, n, path)
 	if len(tierOrder) > 0 {
 		r.Tiers = make(map[string]sluice.Limit, len(tierOrder))
 	}
@@ -284,8 +302,17 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		if ts.hasAlg {
 			l.Algorithm = ts.alg
 		}
+		unit := spec.unit
 		if ts.hasPeriod {
-			l.Period = ts.period
+			l.Period, unit = ts.period, ts.unit
+		}
+		if ts.hasPeriod || ts.cal != nil {
+			c, cok := d.calendarOf(ts, unit, spec.cal, path+".tiers."+name)
+			if !cok {
+				ok = false
+				continue
+			}
+			l.Calendar = c
 		}
 		if ts.hasCount {
 			// A tier that sets its limit gets a burst of its own limit
@@ -313,6 +340,10 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		msg = strings.TrimPrefix(msg, httplimit.ErrInvalidRule.Error()+": ")
 		at, field := n, ""
 		switch {
+		case strings.Contains(msg, "enforce") && enforceNode != nil:
+			at, field = enforceNode, ".enforce"
+		case strings.Contains(msg, "sync") && sn.mode != nil:
+			at, field = sn.mode, ".sync"
 		case strings.Contains(msg, "penalty") && penaltyNode != nil:
 			at, field = penaltyNode, ".penalty"
 		case strings.Contains(msg, "count") && countNode != nil:
@@ -373,11 +404,31 @@ func (d *decoder) match(n *yaml.Node, path string, m *httplimit.Match) {
 }
 
 // concurrencyRule finishes a rule that sets concurrency or lease: a limit
-// on requests in flight, which takes both and none of the rate fields.
-func (d *decoder) concurrencyRule(n *yaml.Node, path string, r httplimit.Rule, conc httplimit.ConcurrencyRule, before int, concNode, leaseNode, actionNode, maxDelayNode *yaml.Node, rateFields map[string]bool) (httplimit.Rule, bool) {
-	for _, f := range []string{"algorithm", "limit", "period", "burst", "tiers", "count", "penalty"} {
+// on requests in flight, which takes both, and optionally a rate limit
+// (algorithm, limit, period and burst, as a rate rule's) decided with it,
+// but no calendar period, tiers, count, penalty, enforce or sync.
+func (d *decoder) concurrencyRule(n *yaml.Node, path string, r httplimit.Rule, conc httplimit.ConcurrencyRule, spec *limitSpec, before int, concNode, leaseNode, actionNode, maxDelayNode *yaml.Node, rateFields map[string]bool) (httplimit.Rule, bool) {
+	if rateFields["calendar"] {
+		d.add(n, path+".period", "a concurrency rule (one with concurrency and lease) takes no calendar period: give its rate a duration, and put a calendar quota in a rule of its own")
+		return r, false
+	}
+	for _, f := range []string{"tiers", "count", "penalty", "enforce", "sync", "sync_interval"} {
 		if rateFields[f] {
 			d.add(n, path+"."+f, "a concurrency rule (one with concurrency and lease) takes no %s", f)
+		}
+	}
+	if spec.hasAlg || spec.hasCount || spec.hasPeriod || spec.hasBurst {
+		for _, f := range []struct {
+			set  bool
+			name string
+		}{{spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}} {
+			if !f.set {
+				d.add(n, path+"."+f.name, "missing: a concurrency rule with a rate limit needs algorithm, limit and period")
+			}
+		}
+		if len(d.err.Problems) == before {
+			r.Limit = sluice.Limit{Algorithm: spec.alg, Count: spec.count, Period: spec.period, Burst: spec.burst}
+			d.check(r.Limit, spec, n, path)
 		}
 	}
 	if concNode == nil {

@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Service is the service section. The service decides with the store of
@@ -40,14 +42,34 @@ type Service struct {
 	// by their configuration names: ietf, legacy, retry_after; empty for
 	// none. Default [ietf, retry_after].
 	Headers []string
+	// Deny are the lists whose values, in the descriptor entry each names,
+	// refuse a request (OVER_LIMIT) before anything is counted
+	// (service.deny).
+	Deny []EntryList
+	// Allow are the lists whose values, in the descriptor entry each
+	// names, exempt a descriptor from its limit (service.allow).
+	Allow []EntryList
+	// Anchor is the descriptor entry key whose value is a client's
+	// billing anchor for calendar quotas (service.anchor; see
+	// rls.Options.Anchor); empty for none.
+	Anchor string
 
-	// Rules is the descriptor tree loaded from Descriptors; Load fills it,
-	// Parse leaves it nil.
+	// Rules is the descriptor tree loaded from Descriptors, with Deny and
+	// Allow; Load fills it, Parse leaves it nil.
 	Rules *descriptor.Set
+
+	denyNode, allowNode *yaml.Node // resolved once the lists are decoded
+}
+
+// EntryList is a list of the lists section applied to the values of one
+// descriptor entry key, such as remote_address.
+type EntryList struct {
+	Entry string
+	List  *httplimit.List
 }
 
 // serviceFields are the fields of service.
-var serviceFields = []string{"grpc", "http", "descriptors", "merge_domains", "on_store_error", "headers"}
+var serviceFields = []string{"grpc", "http", "descriptors", "merge_domains", "on_store_error", "headers", "deny", "allow", "anchor"}
 
 func (d *decoder) service(n *yaml.Node, s *Service) {
 	s.Headers = []string{"ietf", "retry_after"}
@@ -80,6 +102,18 @@ func (d *decoder) service(n *yaml.Node, s *Service) {
 			}
 		case "merge_domains":
 			s.MergeDomains, _ = d.boolean(v, p)
+		case "anchor":
+			if a, ok := d.str(v, p); ok {
+				if a == "" {
+					d.add(v, p, "want the key of a descriptor entry whose value is the billing anchor, such as billing_anchor")
+					return
+				}
+				s.Anchor = a
+			}
+		case "deny":
+			s.denyNode = v
+		case "allow":
+			s.allowNode = v
 		case "on_store_error":
 			if f, ok := d.str(v, p); ok {
 				switch f {
@@ -127,6 +161,57 @@ func (d *decoder) service(n *yaml.Node, s *Service) {
 	}
 }
 
+// serviceLists resolves service.deny and service.allow, mappings from a
+// descriptor entry key to the names of lists, once the lists section is
+// decoded.
+func (d *decoder) serviceLists(s *Service) {
+	for _, f := range []struct {
+		n    *yaml.Node
+		name string
+		out  *[]EntryList
+	}{{s.denyNode, "deny", &s.Deny}, {s.allowNode, "allow", &s.Allow}} {
+		if f.n == nil {
+			continue
+		}
+		n := resolve(f.n)
+		path := "service." + f.name
+		if n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+			d.add(n, path, "want a mapping from a descriptor entry key to list names, such as { remote_address: [bad-ips] }, got %s", found(n))
+			continue
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			kn, v := resolve(n.Content[i]), n.Content[i+1]
+			p := path + "." + kn.Value
+			switch {
+			case kn.Kind != yaml.ScalarNode || kn.Value == "":
+				d.add(kn, path, "want a descriptor entry key, such as remote_address")
+				continue
+			case seen[kn.Value]:
+				d.add(kn, p, "appears twice")
+				continue
+			}
+			seen[kn.Value] = true
+			for _, li := range d.namedLists(v, p, false) {
+				*f.out = append(*f.out, EntryList{Entry: kn.Value, List: li})
+			}
+		}
+	}
+}
+
+// entryValues looks a descriptor entry's values up in a list: as
+// addresses in a cidrs list (a value that is not an address is on none),
+// as they are in a keys list.
+type entryValues struct{ li *httplimit.List }
+
+func (ev entryValues) Contains(v string) bool {
+	if ev.li.Addrs != nil {
+		a, err := netip.ParseAddr(v)
+		return err == nil && ev.li.Addrs.Contains(a)
+	}
+	return ev.li.Keys != nil && ev.li.Keys.Contains(v)
+}
+
 // loadService loads the descriptor files of the service section, relative
 // to dir; check, if set, reports the limits the store cannot run.
 func loadService(s *Service, dir string, check func(sluice.Limit) error) error {
@@ -140,6 +225,18 @@ func loadService(s *Service, dir string, check func(sluice.Limit) error) error {
 	set, err := LoadDescriptorsWith(DescriptorOptions{MergeDomains: s.MergeDomains, Check: check}, paths...)
 	if err != nil {
 		return err
+	}
+	var ls []descriptor.List
+	for _, l := range s.Deny {
+		ls = append(ls, descriptor.List{Name: l.List.Name, Key: l.Entry, Deny: true, Values: entryValues{l.List}})
+	}
+	for _, l := range s.Allow {
+		ls = append(ls, descriptor.List{Name: l.List.Name, Key: l.Entry, Values: entryValues{l.List}})
+	}
+	if len(ls) > 0 {
+		if set, err = set.WithLists(ls...); err != nil {
+			return fmt.Errorf("config: %w: %w", ErrInvalid, err)
+		}
 	}
 	s.Rules = set
 	return nil

@@ -22,7 +22,7 @@ func TestServiceOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	file := filepath.Join(dir, "sluice.yaml")
-	cfgText := "service:\n  grpc: 127.0.0.1:8081\n  http: 127.0.0.1:8082\n  descriptors: rl\n  on_store_error: on_error\n  headers: [ietf, legacy]\n"
+	cfgText := "service:\n  grpc: 127.0.0.1:8081\n  http: 127.0.0.1:8082\n  descriptors: rl\n  on_store_error: on_error\n  headers: [ietf, legacy]\n  anchor: billing_anchor\n"
 	if err := os.WriteFile(file, []byte(cfgText), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func TestServiceOnly(t *testing.T) {
 	}
 	s := c.Service
 	if c.Gateway() || s == nil || s.GRPC != "127.0.0.1:8081" || s.HTTP != "127.0.0.1:8082" || !s.DecideOnError ||
-		strings.Join(s.Headers, ",") != "ietf,legacy" || s.Rules == nil {
+		strings.Join(s.Headers, ",") != "ietf,legacy" || s.Rules == nil || s.Anchor != "billing_anchor" {
 		t.Fatalf("got gateway %v, service %+v", c.Gateway(), s)
 	}
 	m := s.Rules.Match("api", []descriptor.Entry{{Key: "client", Value: "a"}})
@@ -70,6 +70,8 @@ func TestServiceProblems(t *testing.T) {
 		{"service: { grpc: 127.0.0.1:9090, descriptors: x }\n", "service.grpc: 127.0.0.1:9090 takes the port of server.admin"},
 		{"service: { grpc: 127.0.0.1:7000, http: 127.0.0.1:7000, descriptors: x }\n", "service.http: 127.0.0.1:7000 takes the port of service.grpc"},
 		{"service: { grpc: 127.0.0.1:1, descriptors: x }\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n", "rules: only the gateway (upstream) and forward-auth"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, anchor: \"\" }\n", "s.yaml:1:55: service.anchor: want the key of a descriptor entry"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, anchor: [a] }\n", "service.anchor: want a string"},
 		{"store: { backend: memory }\n", "upstream: missing: want upstream (the gateway"},
 		{"upstream: builtin:echo\n", "rules: missing"},
 	} {
@@ -138,5 +140,85 @@ func TestRedisHashKeys(t *testing.T) {
 	}
 	if _, err := config.Load(file); err == nil || !strings.Contains(err.Error(), "store.redis.hash_secret_file") {
 		t.Errorf("a short secret: got %v", err)
+	}
+}
+
+// TestServiceLists: service.deny and service.allow apply the lists
+// section's lists, inline and from files, to descriptor entries; a key
+// list needs no key for the service.
+func TestServiceLists(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "api.yaml"), "domain: api\ndescriptors:\n  - key: remote_address\n    rate_limit: { unit: second, requests_per_unit: 5 }\n")
+	writeFile(t, filepath.Join(dir, "bad.txt"), "# abusers\n192.0.2.0/24\n2001:db8::/32\n")
+	file := filepath.Join(dir, "sluice.yaml")
+	writeFile(t, file, `lists:
+  bad-ips: { cidrs_file: bad.txt }
+  partners: { keys: [k-acme, k-globex] }
+service:
+  grpc: 127.0.0.1:8081
+  descriptors: api.yaml
+  deny: { remote_address: bad-ips }
+  allow: { api_key: [partners] }
+`)
+	c, err := config.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := c.Service.Rules
+	for _, tt := range []struct {
+		entries       []descriptor.Entry
+		denied, allow string
+	}{
+		{[]descriptor.Entry{{Key: "remote_address", Value: "192.0.2.77"}}, "bad-ips", ""},
+		{[]descriptor.Entry{{Key: "path", Value: "/"}, {Key: "remote_address", Value: "2001:db8::1"}}, "bad-ips", ""},
+		{[]descriptor.Entry{{Key: "remote_address", Value: "198.51.100.1"}}, "", ""},
+		{[]descriptor.Entry{{Key: "remote_address", Value: "not an address"}}, "", ""},
+		{[]descriptor.Entry{{Key: "api_key", Value: "k-acme"}}, "", "partners"},
+		{[]descriptor.Entry{{Key: "api_key", Value: "192.0.2.1"}}, "", ""},
+		{[]descriptor.Entry{{Key: "user", Value: "k-acme"}}, "", ""},
+	} {
+		d, _ := set.Denied(tt.entries)
+		a, _ := set.AllowListedBy(tt.entries)
+		if d != tt.denied || a != tt.allow {
+			t.Errorf("%v: denied by %q, allowed by %q; want %q, %q", tt.entries, d, a, tt.denied, tt.allow)
+		}
+	}
+	if got := c.ListFiles(file); len(got) != 1 || !strings.HasSuffix(got[0], "bad.txt") {
+		t.Errorf("ListFiles: got %v, want the deny list's file, watched for reloads", got)
+	}
+}
+
+func TestServiceListsProblems(t *testing.T) {
+	const base = "lists: { a: { cidrs: [10.0.0.0/8] }, k: { keys: [x] } }\n"
+	for _, tt := range []struct {
+		name, file string
+		want       []string
+	}{
+		{"unknown list", "service: { grpc: 127.0.0.1:1, descriptors: d, deny: { remote_address: [b] } }",
+			[]string{`service.deny.remote_address[0]: unknown list "b" (the lists are a, k)`}},
+		{"not a mapping", "service: { grpc: 127.0.0.1:1, descriptors: d, allow: [a] }",
+			[]string{"service.allow: want a mapping from a descriptor entry key to list names"}},
+		{"empty names", "service: { grpc: 127.0.0.1:1, descriptors: d, allow: { api_key: [] } }",
+			[]string{"service.allow.api_key: empty: name at least one list"}},
+		{"top-level deny without gateway", "deny: [a]\nservice: { grpc: 127.0.0.1:1, descriptors: d }",
+			[]string{"deny: only the gateway (upstream) and forward-auth (server.forward_auth) apply deny lists, and the file enables neither (the rate-limit service takes service.deny)"}},
+		{"gateway key list without key", "upstream: builtin:echo\ndeny: [k]\nrules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]",
+			[]string{`deny[0]: list "k" has keys but no key`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(base+tt.file), "c.yaml")
+			if err == nil {
+				t.Fatal("got no error")
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.want) {
+				t.Errorf("got %d problems, want %d:\n%v", len(lines), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if i < len(lines) && !strings.Contains(lines[i], w) {
+					t.Errorf("problem %d: got %q, want it to contain %q", i, lines[i], w)
+				}
+			}
+		})
 	}
 }

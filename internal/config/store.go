@@ -27,7 +27,12 @@ type Store struct {
 var storeFields = []string{"backend", "max_keys", "redis", "on_error"}
 
 // redisFields are the fields of store.redis.
-var redisFields = []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix", "hash_keys", "hash_secret_file"}
+var redisFields = []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix", "hash_keys", "hash_secret_file", "quota"}
+
+// quotaFields are the fields of store.redis.quota: the quota leases of
+// rules with sync: lease (redisstore.Options.LeaseRate, LeaseFraction and
+// LeaseTTL).
+var quotaFields = []string{"lease_rate", "lease_fraction", "lease_ttl"}
 
 // store decodes the store section and returns its redis node, if any.
 func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
@@ -119,6 +124,8 @@ func (d *decoder) redis(n *yaml.Node, r *redisstore.Options, secretFile *string)
 				}
 				*secretFile = f
 			}
+		case "quota":
+			d.quota(v, r)
 		}
 	})
 	if !hasAddr && resolve(n).Kind == yaml.MappingNode {
@@ -127,4 +134,44 @@ func (d *decoder) redis(n *yaml.Node, r *redisstore.Options, secretFile *string)
 	if r.URL != "" && len(r.Addrs) > 0 {
 		d.add(n, "store.redis", "give url or addrs, not both")
 	}
+}
+
+// quota decodes store.redis.quota into r's lease options. Each bound
+// refuses a value the store would silently replace by its default (0) or
+// one that cannot work as meant; see docs/config.md.
+func (d *decoder) quota(n *yaml.Node, r *redisstore.Options) {
+	d.fields(n, "store.redis.quota", quotaFields, func(key string, v *yaml.Node) {
+		p := "store.redis.quota." + key
+		switch key {
+		case "lease_rate":
+			// Above a million decisions a second on one key in one
+			// process, no key would ever lease: a typo, not a choice.
+			if m, ok := d.integer(v, p, 1, 1_000_000); ok {
+				r.LeaseRate = int(m)
+			}
+		case "lease_fraction":
+			vn := resolve(v)
+			if vn.Kind != yaml.ScalarNode || vn.Tag == "!!null" {
+				d.add(v, p, "want a percentage of the limit such as 5%%, got %s", found(v))
+				return
+			}
+			f, err := ParsePercent(vn.Value)
+			if err == nil && f == 0 {
+				err = fmt.Errorf("want more than 0%%: a lease of nothing leases nothing")
+			}
+			if err != nil {
+				d.add(v, p, "%s", strings.TrimPrefix(err.Error(), ErrPercent.Error()+": "))
+				return
+			}
+			r.LeaseFraction = f / 100
+		case "lease_ttl":
+			// Below 10ms a lease ends within a few round trips to Redis
+			// (it is sized for a quarter of its life, and stops 1ms + 1%
+			// early); beyond a minute, a crashed gateway's leases would
+			// hold back quota for that long.
+			if t, ok := d.duration(v, p, 10*time.Millisecond, time.Minute); ok {
+				r.LeaseTTL = t
+			}
+		}
+	})
 }

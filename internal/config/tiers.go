@@ -9,24 +9,18 @@ import (
 )
 
 // tiersFields are the fields of tiers.
-var tiersFields = []string{"from", "default", "keys"}
+var tiersFields = []string{"from", "client", "anchor", "default", "keys"}
 
 func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
 	d.fields(n, "tiers", tiersFields, func(key string, v *yaml.Node) {
 		p := "tiers." + key
 		switch key {
 		case "from":
-			if s, ok := d.str(v, p); ok {
-				k, err := httplimit.ParseKeyPart(s)
-				switch {
-				case err != nil:
-					d.add(v, p, "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
-				case k.Source == httplimit.SourceGlobal:
-					d.add(v, p, "a tier cannot come from global")
-				default:
-					t.From = k
-				}
-			}
+			d.tierPart(v, p, "a tier cannot come from global", &t.From)
+		case "client":
+			d.tierPart(v, p, "a client cannot be global: want the attribute that tells clients apart, such as jwt:sub", &t.Client)
+		case "anchor":
+			d.tierPart(v, p, "an anchor cannot come from global: want the attribute that carries each client's billing anchor, such as jwt:billing_anchor", &t.Anchor)
 		case "default":
 			if s, ok := d.str(v, p); ok {
 				if !validName(s) {
@@ -58,7 +52,28 @@ func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
 			}
 		}
 	})
+	if t.Client != (httplimit.KeyPart{}) && t.From == (httplimit.KeyPart{}) {
+		d.add(n, "tiers.client", "needs tiers.from: the request attribute that names the tier")
+	}
 	if t.Keys != nil && t.From == (httplimit.KeyPart{}) {
 		d.add(n, "tiers.keys", "needs tiers.from: the request attribute (such as header:X-API-Key) to look up")
+	}
+}
+
+// tierPart decodes tiers.from, tiers.client or tiers.anchor into k: a key part, not
+// global (refused with notGlobal).
+func (d *decoder) tierPart(v *yaml.Node, p, notGlobal string, k *httplimit.KeyPart) {
+	s, ok := d.str(v, p)
+	if !ok {
+		return
+	}
+	part, err := httplimit.ParseKeyPart(s)
+	switch {
+	case err != nil:
+		d.add(v, p, "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
+	case part.Source == httplimit.SourceGlobal:
+		d.add(v, p, "%s", notGlobal)
+	default:
+		*k = part
 	}
 }

@@ -271,7 +271,7 @@ func TestAdminAPIOverrides(t *testing.T) {
 		{"PUT", `{"limits":{"api":{"limit":5,"period":"forever"}}}`, 400, "period"},
 		{"PUT", `{"tier":"premium","until":"2001-01-01T00:00:00Z"}`, 400, "not in the future"},
 		{"PUT", `{"tier":"premium","until":"tomorrow"}`, 400, "RFC 3339"},
-		{"PUT", `{}`, 400, "give a tier or limits"},
+		{"PUT", `{}`, 400, "give a tier, limits or an anchor"},
 		{"PUT", `{"tier":5}`, 400, "JSON"},
 		{"GET", ``, 404, "has no override"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/forwardauth"
+	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/redisstore"
@@ -103,6 +105,13 @@ type Options struct {
 	// with the limiter's rules; nil runs none. Its listener is fixed when
 	// the gateway is built; Reload changes its trusted proxies.
 	ForwardAuth *ForwardAuthOptions
+	// Identity verifies the bearer tokens of the rules' and tiers'
+	// jwt:CLAIM key parts, for the gateway and forward-auth alike; nil
+	// for none. Its Observe is set by the gateway, which counts the
+	// outcomes in sluice_identity_tokens_total. Each generation gets a
+	// Verifier of its own (and so an empty cache): a reload picks up
+	// rotated keys.
+	Identity *identity.Options
 }
 
 // ServiceOptions configure the rate-limit service.
@@ -115,9 +124,10 @@ type ServiceOptions struct {
 	HTTP string
 	// Rules is the descriptor tree. Required.
 	Rules *descriptor.Set
-	// OnStoreError and Headers are rls.Options'.
+	// OnStoreError, Headers and Anchor are rls.Options'.
 	OnStoreError rls.Failure
 	Headers      rls.Headers
+	Anchor       string
 }
 
 // ForwardAuthOptions configure the forward-auth endpoint.
@@ -220,7 +230,7 @@ func New(opts Options) (*Gateway, error) {
 		}
 		if err == nil {
 			g.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: m, OnStoreError: so.OnStoreError, Headers: so.Headers,
-				Overrides: g.dov})
+				Overrides: g.dov, Anchor: so.Anchor})
 		}
 		if err != nil {
 			g.Close()
@@ -377,6 +387,17 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 	}
 	lo := opts.Limiter
 	lo.Store = g.store
+	if opts.Identity != nil {
+		g.m.identityOn()
+		io := *opts.Identity
+		io.Observe = g.m.identity
+		io.Claims = claimsUsed(lo)
+		v, err := identity.New(io)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		lo.Identity = v
+	}
 	obs := newObserver(g.m, g.backend, g.log, opts.LogLinesPerSecond)
 	obs.secret = g.secret
 	lo.Observer = obs
@@ -400,6 +421,26 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 		return nil, errors.New("gateway: the service has no descriptor rules")
 	}
 	return gen, nil
+}
+
+// claimsUsed returns the names of the claims the rules and tiers use, for
+// the verifier to keep no others.
+func claimsUsed(lo httplimit.Options) []string {
+	var out []string
+	add := func(k httplimit.KeyPart) {
+		if k.Source == httplimit.SourceJWT && !slices.Contains(out, k.Name) {
+			out = append(out, k.Name)
+		}
+	}
+	add(lo.Tiers.From)
+	add(lo.Tiers.Client)
+	add(lo.Tiers.Anchor)
+	for _, r := range lo.Rules {
+		for _, k := range r.Key {
+			add(k)
+		}
+	}
+	return out
 }
 
 // Limiter returns the current generation's limiter.

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/identity"
 )
 
 // metrics are the gateway's Prometheus metrics. No label ever carries a
@@ -33,6 +34,34 @@ type metrics struct {
 	// listMatches counts deny-list refusals and allow-listed rule skips,
 	// by list and action (deny, allow).
 	listMatches *prometheus.CounterVec
+	// The slots of concurrency rules, by rule: acquisitions by outcome,
+	// leases held by this instance, leases lost (expired before their
+	// release), and the time delay rules waited for a slot.
+	leaseAcquisitions *prometheus.CounterVec
+	leasesHeld        *prometheus.GaugeVec
+	leasesLost        *prometheus.CounterVec
+	leaseWait         *prometheus.HistogramVec
+	// tokens counts the bearer tokens checked, by result; its series
+	// appear (all at once, at zero) with the first identity section.
+	tokens       *prometheus.CounterVec
+	tokensOnce   sync.Once
+	tokenResults []prometheus.Counter // by identity.Reason
+}
+
+// identity counts one request's token check (identity.Options.Observe).
+func (m *metrics) identity(r identity.Reason) {
+	if int(r) < len(m.tokenResults) {
+		m.tokenResults[r].Inc()
+	}
+}
+
+// identityOn creates the token counters' series, once.
+func (m *metrics) identityOn() {
+	m.tokensOnce.Do(func() {
+		for _, r := range identity.Reasons() {
+			m.tokenResults = append(m.tokenResults, m.tokens.WithLabelValues(r.String()))
+		}
+	})
 }
 
 func newMetrics(reg prometheus.Registerer, backend string) *metrics {
@@ -75,8 +104,30 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 			Name: "sluice_list_matches_total",
 			Help: "Requests refused with 403 for a deny list (action deny), and rules skipped for an allow list (action allow: one per rule skipped), by list.",
 		}, []string{"list", "action"}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_identity_tokens_total",
+			Help: "Requests whose bearer token a rule or tier asked for (identity.jwt), by result: valid, or why it did not verify and the request was treated as anonymous (missing, malformed, bad_signature, expired, not_yet_valid, wrong_issuer, wrong_audience, unknown_key, alg_not_allowed, no_expiry).",
+		}, []string{"result"}),
 	}
-	reg.MustRegister(m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors, m.listMatches)
+	m.leaseAcquisitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_lease_acquisitions_total",
+		Help: "Requests asking concurrency rules for a slot, by rule and outcome (granted, refused, error, fallback: granted by the store's on_error path, not_asked: the rule's rate refused the request first).",
+	}, []string{"rule", "outcome"})
+	m.leasesHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_leases_held",
+		Help: "Slots of concurrency rules held by requests in flight through this instance, by rule.",
+	}, []string{"rule"})
+	m.leasesLost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_leases_lost_total",
+		Help: "Slots found expired (or reset) when their request ended: the request outlived the rule's lease, and its slot may have gone to another meanwhile; by rule.",
+	}, []string{"rule"})
+	m.leaseWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_lease_wait_seconds",
+		Help:    "Time requests of delay concurrency rules waited for a slot, in seconds, whether they got one or not; by rule.",
+		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"rule"})
+	reg.MustRegister(m.tokens, m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors, m.listMatches,
+		m.leaseAcquisitions, m.leasesHeld, m.leasesLost, m.leaseWait)
 	m.storeErrors.WithLabelValues(backend)
 	for _, k := range errorKinds {
 		m.upstreamErrors.WithLabelValues(k)
@@ -150,6 +201,26 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 					slog.String("rule", re.Rule), slog.Any("error", re.Err))
 			}
 		}
+	}
+}
+
+var _ httplimit.LeaseObserver = (*observer)(nil)
+
+// ObserveLease implements httplimit.LeaseObserver.
+func (o *observer) ObserveLease(e httplimit.LeaseEvent) {
+	switch e.Outcome {
+	case httplimit.LeaseReleased, httplimit.LeaseLost:
+		o.m.leasesHeld.WithLabelValues(e.Rule).Dec()
+		if e.Outcome == httplimit.LeaseLost {
+			o.m.leasesLost.WithLabelValues(e.Rule).Inc()
+		}
+		return
+	case httplimit.LeaseGranted, httplimit.LeaseFallback:
+		o.m.leasesHeld.WithLabelValues(e.Rule).Inc()
+	}
+	o.m.leaseAcquisitions.WithLabelValues(e.Rule, e.Outcome.String()).Inc()
+	if e.Waited > 0 {
+		o.m.leaseWait.WithLabelValues(e.Rule).Observe(e.Waited.Seconds())
 	}
 }
 

@@ -164,6 +164,7 @@ func restartOnly(run, file Options) []setting {
 		add("service.http", rs.HTTP, fs.HTTP)
 		add("service.on_store_error", rs.OnStoreError, fs.OnStoreError)
 		add("service.headers", rs.Headers, fs.Headers)
+		add("service.anchor", rs.Anchor, fs.Anchor)
 	}
 	r, f := run.Redis, file.Redis
 	if r.URL != f.URL || !slices.Equal(r.Addrs, f.Addrs) || r.MasterSet != f.MasterSet || r.Username != f.Username ||
@@ -172,6 +173,9 @@ func restartOnly(run, file Options) []setting {
 		// Never log the values: they may hold a password.
 		out = append(out, setting{"store.redis", "(running)", "(changed)"})
 	}
+	add("store.redis.quota.lease_rate", r.LeaseRate, f.LeaseRate)
+	add("store.redis.quota.lease_fraction", r.LeaseFraction, f.LeaseFraction)
+	add("store.redis.quota.lease_ttl", r.LeaseTTL, f.LeaseTTL)
 	return out
 }
 

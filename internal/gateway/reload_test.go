@@ -107,11 +107,14 @@ func TestGatewayReload(t *testing.T) {
 	// A setting that needs a restart is reported and kept; the rest applies.
 	o := opts(40)
 	o.Backend, o.MaxKeys = "memory", 5
+	o.Redis.LeaseTTL = 3 * time.Second
 	if err := reload(o, nil); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(g.logs.String(), `"setting":"store.max_keys"`) {
-		t.Errorf("no WARN that store.max_keys needs a restart: %s", g.logs.String())
+	for _, setting := range []string{"store.max_keys", "store.redis.quota.lease_ttl"} {
+		if !strings.Contains(g.logs.String(), `"setting":"`+setting+`"`) {
+			t.Errorf("no WARN that %s needs a restart: %s", setting, g.logs.String())
+		}
 	}
 	if got := metric(t, g.admin, "sluice_max_keys"); got != "1e+06" {
 		t.Errorf("sluice_max_keys after the reload = %q, want the running 1e+06", got)

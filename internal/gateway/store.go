@@ -79,6 +79,7 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 			}
 			return 0
 		}))
+		registerQuota(reg, s)
 	default:
 		return fmt.Errorf("gateway: unknown store backend %q (want memory or redis)", backend)
 	}
@@ -101,5 +102,24 @@ func registerMemstore(reg prometheus.Registerer, s *memstore.Store, what string)
 			Name: "sluice_evicted_keys_total",
 			Help: "Entries " + what + " evicted to stay within max_keys while their state still mattered; while it rises, clients may get more than their limits.",
 		}, func() float64 { return float64(s.Evicted()) }),
+	)
+}
+
+// registerQuota registers the metrics of the Redis store's quota leases
+// and async counts (rules with sync: lease or async).
+func registerQuota(reg prometheus.Registerer, s *redisstore.Store) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_quota_leased_unused",
+			Help: "Units this gateway holds in live quota leases (sync: lease) and has not spent: what other gateways' clients may be refused while they are held.",
+		}, func() float64 { return float64(s.QuotaStats().LeasedUnused) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_quota_local_decisions_total",
+			Help: "Decisions of sync: lease and async rules made without calling Redis.",
+		}, func() float64 { return float64(s.QuotaStats().Local) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "sluice_quota_redis_calls_total",
+			Help: "Calls to Redis for sync: lease and async rules (leases, returns, syncs and the decisions of keys not hot), failed ones included.",
+		}, func() float64 { return float64(s.QuotaStats().Calls) }),
 	)
 }

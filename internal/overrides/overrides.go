@@ -23,6 +23,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/httplimit"
 )
 
@@ -45,8 +46,12 @@ var (
 type Limit struct {
 	Algorithm string `json:"algorithm"`
 	Limit     int64  `json:"limit"`
-	Period    string `json:"period"`
-	Burst     int64  `json:"burst,omitempty"`
+	// Period is a duration such as "1m", or a calendar period: "day",
+	// "week", "month" or "year" (a quota renewed at the client's Anchor).
+	Period string `json:"period"`
+	Burst  int64  `json:"burst,omitempty"`
+	// Timezone is the IANA zone of a calendar period; default UTC.
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // Entry is one client's override.
@@ -58,11 +63,22 @@ type Entry struct {
 	Limits map[string]Limit `json:"limits,omitempty"`
 	// Until, if not zero, is when the override ends.
 	Until time.Time `json:"until,omitzero"`
+	// Anchor, if not empty, is the client's billing anchor, such as
+	// "15T09:00" (see calendar.ParseAnchor): the calendar quotas that
+	// decide its requests start their periods there.
+	Anchor string `json:"anchor,omitempty"`
 }
 
 // Override converts e for httplimit, validating it.
 func (e Entry) Override() (httplimit.Override, error) {
 	o := httplimit.Override{Tier: e.Tier}
+	if e.Anchor != "" {
+		a, err := calendar.ParseAnchor(e.Anchor)
+		if err != nil {
+			return o, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		o.Anchor = &a
+	}
 	if len(e.Limits) > MaxRules {
 		return o, fmt.Errorf("%w: %d rules with limits of their own, at most %d", ErrInvalid, len(e.Limits), MaxRules)
 	}
@@ -84,9 +100,24 @@ func (l Limit) limit() (sluice.Limit, error) {
 	if err != nil {
 		return sluice.Limit{}, err
 	}
+	if u, err := calendar.ParseUnit(l.Period); err == nil {
+		z, err := calendar.LoadZone(l.Timezone)
+		if err != nil {
+			return sluice.Limit{}, err
+		}
+		c, err := calendar.New(calendar.Spec{Unit: u, Zone: z})
+		if err != nil {
+			return sluice.Limit{}, err
+		}
+		lim := sluice.Limit{Algorithm: a, Count: l.Limit, Burst: l.Burst, Calendar: c}
+		return lim, lim.Validate()
+	}
+	if l.Timezone != "" {
+		return sluice.Limit{}, fmt.Errorf("timezone %q: applies only to a period of day, week, month or year", l.Timezone)
+	}
 	p, err := time.ParseDuration(l.Period)
 	if err != nil {
-		return sluice.Limit{}, fmt.Errorf("period %q: want a duration such as 1m or 1h", l.Period)
+		return sluice.Limit{}, fmt.Errorf("period %q: want a duration such as 1m or 1h, or day, week, month or year", l.Period)
 	}
 	lim := sluice.Limit{Algorithm: a, Count: l.Limit, Period: p, Burst: l.Burst}
 	return lim, lim.Validate()
@@ -100,8 +131,8 @@ func (e Entry) Validate() error {
 		return fmt.Errorf("%w: the client must be 1 to %d bytes", ErrInvalid, MaxClientLen)
 	case !utf8.ValidString(e.Client) || strings.ContainsFunc(e.Client, func(r rune) bool { return r < 0x20 || r == 0x7f }):
 		return fmt.Errorf("%w: the client must be UTF-8 without control characters", ErrInvalid)
-	case e.Tier == "" && len(e.Limits) == 0:
-		return fmt.Errorf("%w: give a tier or limits", ErrInvalid)
+	case e.Tier == "" && len(e.Limits) == 0 && e.Anchor == "":
+		return fmt.Errorf("%w: give a tier, limits or an anchor", ErrInvalid)
 	}
 	_, err := e.Override()
 	return err

@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/accesslist"
+	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -26,6 +28,8 @@ func FuzzDecide(f *testing.F) {
 		`{"domain":"test","descriptors":[{"entries":[{"key":"multi","value":"k"}],"limit":{"requestsPerUnit":0,"unit":"SECOND","unitMultiplier":1}}]}`,
 		`{"domain":"","descriptors":[]}`,
 		`{"domain":"test","descriptors":[{"entries":[{"key":"","value":""}],"isNegativeHits":true}]}`,
+		`{"domain":"test","descriptors":[{"entries":[{"key":"team","value":"partner"}]},{"entries":[{"key":"remote_address","value":"6.6.6.6"}]}]}`,
+		`{"domain":"test","descriptors":[{"entries":[{"key":"team","value":"partner"}],"limit":{"requestsPerUnit":1,"unit":"HOUR"}}]}`,
 	} {
 		f.Add([]byte(seed), false)
 		var req rlsv3.RateLimitRequest
@@ -37,7 +41,13 @@ func FuzzDecide(f *testing.F) {
 	}
 	st := memstore.New(memstore.Options{})
 	defer st.Close()
-	svc, err := New(Options{Store: st, Rules: newSet(f, testConfig), MaxDescriptors: 8, MaxEntries: 8})
+	rules, err := newSet(f, testConfig).WithLists(
+		descriptor.List{Name: "bad", Key: "remote_address", Deny: true, Values: accesslist.NewKeySet([]string{"6.6.6.6"})},
+		descriptor.List{Name: "partners", Key: "team", Values: accesslist.NewKeySet([]string{"partner"})})
+	if err != nil {
+		f.Fatal(err)
+	}
+	svc, err := New(Options{Store: st, Rules: rules, MaxDescriptors: 8, MaxEntries: 8})
 	if err != nil {
 		f.Fatal(err)
 	}

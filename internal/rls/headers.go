@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 )
@@ -34,7 +35,7 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 		best := -1
 		for i := range c.items {
 			it := &c.items[i]
-			if it.kind == kindNone || it.kind == kindOver || c.ms[i].Rule.ShadowMode || it.d.Time.IsZero() {
+			if it.kind == kindNone || it.kind == kindOver || it.shadow || it.d.Time.IsZero() {
 				continue
 			}
 			if best < 0 {
@@ -162,6 +163,9 @@ func (s *Service) resetOf(c *call, i int) time.Duration {
 func limitOf(r *descriptor.Rule, i int) sluice.Limit {
 	if p := r.Policy; p != nil && i >= 0 && i < p.Len() {
 		ar := p.Rule(i)
+		if c, ok := ar.Calendar().(*calendar.Calendar); ok && c != nil {
+			return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Calendar: c}
+		}
 		return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Period: ar.Period(), Burst: ar.Burst()}
 	}
 	d := display(r, i)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -39,8 +40,16 @@ type KeyState struct {
 	Override bool
 	// Decision is what Peek says of the counter (zero without a policy):
 	// whether one more hit would pass, what remains of the binding limit
-	// (Decision.Index), when it is full again.
+	// (Decision.Index), when it is full again. A key its rule's penalty
+	// blocks is denied until the block ends.
 	Decision sluice.Decision
+	// Blocked is how long the rule's penalty still blocks the key; zero
+	// when it does not (or the rule has no penalty).
+	Blocked time.Duration
+	// DeniedBy names the deny list that refuses every request carrying
+	// the descriptor, and AllowList the allow list that exempts it from
+	// its limit; empty when none does. Match is then zero.
+	DeniedBy, AllowList string
 }
 
 // CheckDescriptor checks one descriptor against the service's bounds, as
@@ -61,8 +70,9 @@ func (s *Service) CheckDescriptor(domain string, entries []descriptor.Entry) err
 }
 
 // Lookup returns the limit the service applies to one descriptor of a
-// request for domain: its override, else the tree's. It checks the
-// descriptor as CheckDescriptor does.
+// request for domain: its override, else the tree's, counting its calendar
+// quotas from the billing anchor the entries carry (Options.Anchor). It
+// checks the descriptor as CheckDescriptor does.
 func (s *Service) Lookup(domain string, entries []descriptor.Entry) (descriptor.Match, bool, error) {
 	if err := s.CheckDescriptor(domain, entries); err != nil {
 		return descriptor.Match{}, false, err
@@ -71,13 +81,27 @@ func (s *Service) Lookup(domain string, entries []descriptor.Entry) (descriptor.
 	if m, ok := s.override(rules, domain, entries); ok {
 		return m, true, nil
 	}
-	return rules.Match(domain, entries), false, nil
+	m := rules.Match(domain, entries)
+	if a, ok := s.anchorOf(entries); ok && m.Rule != nil {
+		m.Rule = m.Rule.WithAnchor(a)
+	}
+	return m, false, nil
 }
 
 // PeekDescriptor reports, without charging anything, the state of the
 // counter one descriptor is charged to. Errors wrap ErrInvalidRequest,
 // ErrUnknownDomain or ErrStore.
 func (s *Service) PeekDescriptor(ctx context.Context, domain string, entries []descriptor.Entry) (KeyState, error) {
+	if err := s.CheckDescriptor(domain, entries); err != nil {
+		return KeyState{}, err
+	}
+	rules := s.Rules()
+	if list, ok := rules.Denied(entries); ok {
+		return KeyState{DeniedBy: list}, nil
+	}
+	if list, ok := rules.AllowListedBy(entries); ok {
+		return KeyState{AllowList: list}, nil
+	}
 	m, ov, err := s.Lookup(domain, entries)
 	if err != nil {
 		return KeyState{}, err
@@ -89,7 +113,32 @@ func (s *Service) PeekDescriptor(ctx context.Context, domain string, entries []d
 	if ks.Decision, err = s.opts.Store.Peek(ctx, m.Rule.Policy, m.Key); err != nil {
 		return KeyState{}, fmt.Errorf("%w: %w", ErrStore, err)
 	}
+	if ks.Blocked, err = s.blocked(ctx, m.Rule.Policy, m.Key, ks.Decision); err != nil {
+		return KeyState{}, fmt.Errorf("%w: %w", ErrStore, err)
+	}
 	return ks, nil
+}
+
+// blocked tells how long p's penalty blocks key, given d, what Peek says
+// of it under p: a penalized policy denies a blocked key longer than its
+// limits alone would, which a policy of the same name and limits without
+// the penalty (sharing their state) tells.
+func (s *Service) blocked(ctx context.Context, p *sluice.Policy, key string, d sluice.Decision) (time.Duration, error) {
+	if d.Allowed || p.PenaltyRef() == nil {
+		return 0, nil
+	}
+	plain, err := sluice.NewPolicy(p.Name(), p.Limits()...)
+	if err != nil {
+		return 0, err
+	}
+	pd, err := s.opts.Store.Peek(ctx, plain, key)
+	if err != nil {
+		return 0, err
+	}
+	if pd.Allowed || pd.RetryAfter < d.RetryAfter {
+		return d.RetryAfter, nil
+	}
+	return 0, nil
 }
 
 // ResetDescriptor forgets the counter one descriptor is charged to: its

@@ -22,6 +22,7 @@ type Code string
 const (
 	CodeOK        Code = "ok"
 	CodeOverLimit Code = "over_limit"
+	CodeDenied    Code = "denied"      // OVER_LIMIT for a value on a deny list
 	CodeInvalid   Code = "invalid"     // INVALID_ARGUMENT
 	CodeError     Code = "unavailable" // the store failed (or decided by its failure policy under FailUnavailable)
 )
@@ -39,6 +40,8 @@ const (
 	OutcomeNoRule        Outcome = "no_rule"        // no limit applies: no match, or an allow-list entry
 	OutcomeReplaced      Outcome = "replaced"       // its rule was replaced by another of the request's
 	OutcomeError         Outcome = "error"          // the store failed
+	OutcomeDenied        Outcome = "denied"         // the request carries a value on a deny list: OVER_LIMIT, nothing counted
+	OutcomeAllowListed   Outcome = "allow_listed"   // the descriptor carries a value on an allow list: not limited, not counted
 )
 
 // Event describes one request.
@@ -55,6 +58,9 @@ type Event struct {
 	Latency time.Duration
 	// Err is why the request failed (CodeInvalid, CodeError), else nil.
 	Err error
+	// DeniedBy is the deny list that refused the request (CodeDenied),
+	// else empty.
+	DeniedBy string
 }
 
 // DescriptorEvent describes one descriptor's decision.
@@ -70,4 +76,7 @@ type DescriptorEvent struct {
 	// Decision is the store's decision; zero when none was asked for.
 	// Decision.Degraded reports a decision of the store's failure policy.
 	Decision sluice.Decision
+	// AllowList is the allow list that exempted the descriptor
+	// (OutcomeAllowListed), else empty.
+	AllowList string
 }

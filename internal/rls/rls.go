@@ -14,13 +14,24 @@
 // limits of its own (Options.Overrides: the admin API's descriptor
 // overrides) is decided by them, in place of both.
 //
+// Before any matching, the tree's lists (descriptor.Set.WithLists) are
+// consulted: a request with a descriptor carrying a value on a deny list
+// is OVER_LIMIT at once, nothing counted, with DeniedBody as its raw_body;
+// a descriptor carrying a value on an allow list is not limited. A rule
+// with a penalty blocks keys through its policy; a penalized descriptor
+// checked with a cost of 0 and refused is then taken for one unit, which
+// the store refuses and counts as a strike (should a unit have freed in
+// between, it is charged, and the request stays refused).
+//
 // Every descriptor of one request is decided as one batch with
 // sluice.TakeAll: either every limited descriptor is charged, or, if any is
 // over its limit, none is. This differs from envoyproxy/ratelimit, which
 // charges every descriptor of a request even when another one rejects it;
-// with Sluice a rejected request consumes no quota. Shadow-mode descriptors
-// are decided on their own after the batch (charged only when the request is
-// admitted) and never reject; they are reported as shadow_limited when over.
+// with Sluice a rejected request consumes no quota. Shadow-mode descriptors,
+// and the counters a descriptor's enforce leaves in shadow mode
+// (descriptor.Match.Shadow), are decided on their own after the batch
+// (charged only when the request is admitted) and never reject; they are
+// reported as shadow_limited when over.
 // Unlimited descriptors, allow-listed ones (a node without a limit) and
 // descriptors that match no rule are OK with no limit. A cost larger than
 // anything a limit could ever admit is OVER_LIMIT for that descriptor, not
@@ -47,6 +58,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -55,6 +67,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
 )
 
@@ -135,6 +148,20 @@ type Options struct {
 	// limits of their own: they apply in place of the tree's (and of a
 	// descriptor's own limit) while the tree has their domain.
 	Overrides Overrides
+	// Anchor, if set, is the key of a descriptor entry whose value is the
+	// client's billing anchor for calendar quotas, in calendar.ParseAnchor's
+	// form ("15T09:00", or "04-01" for a year), such as an entry Envoy
+	// fills from a verified token's billing_anchor claim. When any
+	// descriptor of a request carries such an entry whose value parses
+	// (the first one counts), every calendar quota of the tree decided for
+	// that request counts its periods from that anchor, keeping its
+	// counters (see descriptor.Rule.WithAnchor); a value that does not
+	// parse is ignored. At most descriptor.MaxAnchors distinct anchors are
+	// kept per rule (and sluice.MaxAnchorDefinitions anchored limits
+	// per process); requests naming another one use the rule's own
+	// anchor. An operator's override and a descriptor's own limit are not
+	// anchored.
+	Anchor string
 }
 
 // Overrides finds the limits an operator gave one descriptor (the admin
@@ -258,6 +285,9 @@ type item struct {
 	batch   int // index in call.reqs, for kindBatch
 	d       sluice.Decision
 	outcome Outcome
+	shadow  bool   // the limit reports, never denies (descriptor.Match.Shadow)
+	allow   string // the allow list that exempts the descriptor
+	denied  bool   // the descriptor carries a value on a deny list
 }
 
 type kind uint8
@@ -282,6 +312,8 @@ type call struct {
 	events  []DescriptorEvent
 	hdr     []byte
 	idx     []int
+	// deniedBy is the deny list that refused the request, if one did.
+	deniedBy string
 }
 
 func (c *call) reset(n, entries int) {
@@ -293,6 +325,7 @@ func (c *call) reset(n, entries int) {
 	c.events = grow(c.events, n)[:n]
 	c.hdr = c.hdr[:0]
 	c.idx = c.idx[:0]
+	c.deniedBy = ""
 	clear(c.ms)
 	clear(c.items)
 	clear(c.events)
@@ -327,6 +360,8 @@ func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rls
 			ev.Code = CodeInvalid
 		case err != nil:
 			ev.Code = CodeError
+		case c.deniedBy != "":
+			ev.Code, ev.DeniedBy = CodeDenied, c.deniedBy
 		case resp.OverallCode == rlsv3.RateLimitResponse_OVER_LIMIT:
 			ev.Code = CodeOverLimit
 		default:
@@ -363,6 +398,24 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			c.entries = append(c.entries, descriptor.Entry{Key: e.Key, Value: e.Value})
 		}
 		es := c.entries[from:len(c.entries):len(c.entries)]
+		c.items[i].hits = reqHits
+		if h := d.HitsAddend; h != nil {
+			c.items[i].hits = int64(h.Value) // bounded by validate
+		}
+		if list, ok := rules.Denied(es); ok {
+			c.items[i].denied = true
+			if c.deniedBy == "" {
+				c.deniedBy = list
+			}
+			continue
+		}
+		if c.deniedBy != "" {
+			continue // refused: the rest is only looked up for deny lists
+		}
+		if list, ok := rules.AllowListedBy(es); ok {
+			c.items[i].allow = list
+			continue
+		}
 		if m, ok := s.override(rules, req.Domain, es); ok {
 			c.ms[i] = m
 		} else if l := d.Limit; l != nil {
@@ -374,9 +427,15 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		} else {
 			c.ms[i] = rules.Match(req.Domain, es)
 		}
-		c.items[i].hits = reqHits
-		if h := d.HitsAddend; h != nil {
-			c.items[i].hits = int64(h.Value) // bounded by validate
+	}
+	if c.deniedBy != "" {
+		return s.denied(c), nil
+	}
+	if a, ok := s.anchorOf(c.entries); ok {
+		for i := range c.ms {
+			if r := c.ms[i].Rule; r != nil {
+				c.ms[i].Rule = r.WithAnchor(a)
+			}
 		}
 	}
 	descriptor.ApplyReplaces(c.ms)
@@ -391,7 +450,10 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		switch {
 		case r == nil:
 			it.kind, it.outcome = kindNone, OutcomeNoRule
-			if m.Replaced {
+			switch {
+			case it.allow != "":
+				it.outcome, ev.AllowList = OutcomeAllowListed, it.allow
+			case m.Replaced:
 				it.outcome = OutcomeReplaced
 			}
 			continue
@@ -401,12 +463,13 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			continue
 		}
 		ev.Name = metricName(r)
+		it.shadow = m.Shadow()
 		switch {
 		case r.DenyAll || r.Policy == nil:
 			it.kind = kindOver
-		case r.ShadowMode && it.hits == 0:
+		case it.shadow && it.hits == 0:
 			it.kind = kindShadowPeek
-		case r.ShadowMode:
+		case it.shadow:
 			it.kind = kindShadow
 			if r.Policy.CheckCost(it.hits) != nil {
 				it.kind = kindOver
@@ -428,7 +491,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 				c.reqs = append(c.reqs, sluice.Request{Policy: r.Policy, Key: m.Key, N: it.hits})
 			}
 		}
-		if it.kind == kindOver && !r.ShadowMode {
+		if it.kind == kindOver && !it.shadow {
 			over = true
 		}
 	}
@@ -453,9 +516,20 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		if it.kind != kindPeek && it.kind != kindShadowPeek {
 			continue
 		}
-		d, err := s.opts.Store.Peek(ctx, c.ms[i].Rule.Policy, c.ms[i].Key)
+		p, key := c.ms[i].Rule.Policy, c.ms[i].Key
+		d, err := s.opts.Store.Peek(ctx, p, key)
 		if err != nil {
 			return nil, s.storeFailed(c, err)
+		}
+		if !d.Allowed && !d.Degraded && it.kind == kindPeek && p.PenaltyRef() != nil {
+			// A penalized limit counts a refused check as a strike, as the
+			// gateway's count rules do: the store takes one unit (a
+			// refusal charges nothing) and may block. Should the take be
+			// admitted after all (a unit freed meanwhile), the request
+			// stays refused.
+			if t, terr := s.opts.Store.Take(ctx, p, key, 1); terr == nil && !t.Allowed {
+				d = t
+			}
 		}
 		it.d = d
 		if !d.Allowed && it.kind == kindPeek {
@@ -534,7 +608,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		if it.kind == kindBatch {
 			it.d = c.out[it.batch]
 		}
-		shadow := c.ms[i].Rule != nil && c.ms[i].Rule.ShadowMode
+		shadow := it.shadow
 		switch it.kind {
 		case kindNone:
 			// outcome set above
@@ -580,6 +654,23 @@ func (s *Service) storeFailed(c *call, err error) error {
 		}
 	}
 	return fmt.Errorf("%w: %w", ErrStore, err)
+}
+
+// anchorOf returns the billing anchor that entries carry (Options.Anchor):
+// the first value of an entry of that key that parses.
+func (s *Service) anchorOf(entries []descriptor.Entry) (calendar.Anchor, bool) {
+	if s.opts.Anchor == "" {
+		return calendar.Anchor{}, false
+	}
+	for _, e := range entries {
+		if e.Key != s.opts.Anchor {
+			continue
+		}
+		if a, err := calendar.ParseAnchor(e.Value); err == nil {
+			return a, true
+		}
+	}
+	return calendar.Anchor{}, false
 }
 
 // samePolicy reports whether p and q keep the same state: the same policy,
@@ -695,4 +786,40 @@ func display(r *descriptor.Rule, i int) descriptor.Display {
 		return r.Displays[0]
 	}
 	return descriptor.Display{}
+}
+
+// DeniedBody is the raw_body of the answer to a request refused for a deny
+// list: Envoy sends it to the client, with the Content-Type the answer
+// adds (application/problem+json), in its rate-limited response (status
+// 429 unless the filter's rate_limited_status says otherwise; the protocol
+// has no status of its own for a refusal).
+const DeniedBody = `{"type":"about:blank","title":"Forbidden","detail":"The client is not allowed to use this service."}` + "\n"
+
+// denied answers a request that carries a value on a deny list:
+// OVER_LIMIT, with the descriptors that carry one OVER_LIMIT and the others
+// OK, no limit, nothing counted and no rate-limit header (there is nothing
+// to wait for).
+func (s *Service) denied(c *call) *rlsv3.RateLimitResponse {
+	n := len(c.items)
+	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
+	ptrs := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	for i := range c.items {
+		st := &statuses[i]
+		ptrs[i] = st
+		st.Code = rlsv3.RateLimitResponse_OK
+		if c.items[i].denied {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+		ev := &c.events[i]
+		ev.Hits, ev.Outcome = c.items[i].hits, OutcomeDenied
+		if r := c.ms[i].Rule; r != nil {
+			ev.Name = metricName(r)
+		}
+	}
+	return &rlsv3.RateLimitResponse{
+		OverallCode:          rlsv3.RateLimitResponse_OVER_LIMIT,
+		Statuses:             ptrs,
+		RawBody:              []byte(DeniedBody),
+		ResponseHeadersToAdd: []*corev3.HeaderValue{{Key: "Content-Type", Value: "application/problem+json"}},
+	}
 }

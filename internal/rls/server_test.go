@@ -142,8 +142,11 @@ func TestMetrics(t *testing.T) {
 // (domain, then descriptor or code, then outcome), or 0 if there is none.
 func counter(t *testing.T, reg *prometheus.Registry, name string, values ...string) float64 {
 	names := []string{"domain", "descriptor", "outcome"}
-	if name == "sluice_rls_requests_total" {
+	switch name {
+	case "sluice_rls_requests_total":
 		names = []string{"domain", "code"}
+	case "sluice_rls_list_matches_total":
+		names = []string{"domain", "list", "action"}
 	}
 	want := map[string]string{}
 	for i, v := range values {

@@ -15,6 +15,12 @@ type Rules interface {
 	// Override returns the match for a descriptor that carries its own
 	// limit, requestsPerUnit per unit; an invalid unit is an error.
 	Override(domain string, entries []descriptor.Entry, requestsPerUnit uint32, unit descriptor.Unit) (descriptor.Match, error)
+	// Denied reports whether an entry of the descriptor carries a value
+	// on a deny list, and the list's name.
+	Denied(entries []descriptor.Entry) (string, bool)
+	// AllowListedBy reports whether an entry of the descriptor carries a
+	// value on an allow list, and the list's name.
+	AllowListedBy(entries []descriptor.Entry) (string, bool)
 }
 
 var _ Rules = (*descriptor.Set)(nil)
