@@ -147,3 +147,31 @@ func TestRestartLeavesNoStaleConnection(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleConnectionsAcrossRestart restarts Redis under a store with
+// decisions made while it is down: the first command on each connection
+// after the restart may find it closed by the old server (the read gets
+// EOF, or the write fails), and is sent again on a fresh connection rather
+// than failing.
+func TestIdleConnectionsAcrossRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	var failures atomic.Int64
+	store := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Timeout: slow, BreakerThreshold: 1000, Connections: 8,
+		OnFailure: func(error) { failures.Add(1) }})
+	lim := limiter(t, store, "idle", hourly)
+	for round := range 3 {
+		for i := range 64 { // spread over the connections
+			allow(t, lim, fmt.Sprint("k", i))
+		}
+		srv.Stop()
+		for i := range 8 { // fail, and leave the connections to be redialed
+			allow(t, lim, fmt.Sprint("k", i))
+		}
+		srv.Restart(t)
+		for i := range 64 {
+			if d := allow(t, lim, fmt.Sprint("k", i)); d.Degraded {
+				t.Fatalf("round %d: decision %d after a restart fell back (%d failures)", round, i, failures.Load())
+			}
+		}
+	}
+}

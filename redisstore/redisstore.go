@@ -114,6 +114,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"math/bits"
@@ -123,6 +124,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -864,12 +866,12 @@ func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, k
 		return nil, s.connector.err()
 	}
 	reply, err := script.Exec(cctx, client, keys, args).ToArray()
-	for try := 0; err != nil && try < maxResends && unsent(err) && callerDone(ctx) == nil; try++ {
+	for try := 0; err != nil && try < maxResends && unanswered(err) && callerDone(ctx) == nil; try++ {
 		// The connection had broken while idle (Redis restarted) and the
-		// command never left: the client replaces that connection, and
-		// sending again cannot charge twice. The next try may pick another
-		// connection that broke the same way, hence the loop; each fails at
-		// once.
+		// command never reached a server that could run it: the client
+		// replaces that connection and the command goes again. The next
+		// try may pick another connection that broke the same way, hence
+		// the loop; each fails at once.
 		reply, err = script.Exec(cctx, client, keys, args).ToArray()
 	}
 	if err != nil {
@@ -899,11 +901,18 @@ func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, k
 // Options.Connections (default 2). Each fails at once, with no round trip.
 const maxResends = 64
 
-// unsent reports whether err is a failure to write a command to a
-// connection that Redis had closed (broken pipe, reset): Redis has not
-// seen the command. A connection broken while a command was on its way
-// fails on read instead, and is not sent again.
-func unsent(err error) bool {
+// unanswered reports whether err says that Redis closed the connection
+// before the command was answered: the write failed (broken pipe, reset),
+// or the read found the connection closed (EOF) or reset. Redis answers
+// every command it runs before it closes a client's connection, so such a
+// command was not run, and sending it again cannot count it twice. The
+// exception is a server killed, or a connection killed by CLIENT KILL,
+// between running a command and writing all of its reply; there the
+// resend counts the request twice, which errs on the side of the limit.
+func unanswered(err error) bool {
+	if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		return true
+	}
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "write"
 }
