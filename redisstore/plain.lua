@@ -57,22 +57,36 @@ local function debt(alg, T, A, B, at, cap, l, p)
   return cap - (A * p + B) + (T - at) * l
 end
 
--- leased returns the units of the live quota leases on the bucket whose
--- state is at key, as ticks of debt (units × p): quota.lua records the
--- leases of processes deciding the limit in lease mode at key .. ':g' (id
--- -> "units:expiry µs"), and while they are live the bucket's debt never
--- falls below them, so that a process deciding exactly beside them never
--- spends the tokens they hold. A lease ended is no longer spent, so its
--- record counts no more. A key never leased has no record: one EXISTS.
+-- leased returns the units of the quota leases on the bucket whose state
+-- is at key, as ticks of debt (units × p), and whether any has expired:
+-- quota.lua records the leases of processes deciding the limit in lease
+-- mode at key .. ':g' (id -> "units:expiry µs"), and the bucket's debt
+-- never falls below them, so that a process deciding exactly beside them
+-- never spends the tokens they hold. A lease that has expired may have
+-- been spent in full up to its end: its units count as debt as of now
+-- until a write of the bucket's state takes them in and drops its record
+-- (dropExpired), as quota.lua does. A key never leased has no record: one
+-- EXISTS.
 local function leased(key, now, p)
   local g = key .. ':g'
-  if redis.call('EXISTS', g) == 0 then return 0 end
-  local held = 0
+  if redis.call('EXISTS', g) == 0 then return 0, false end
+  local held, expired = 0, false
   for _, v in ipairs(redis.call('HVALS', g)) do
     local u, exp = string.match(v, '^(%d+):(%d+)$')
-    if tonumber(exp) > now then held = held + tonumber(u) end
+    held = held + tonumber(u)
+    if tonumber(exp) <= now then expired = true end
   end
-  return held * p
+  return held * p, expired
+end
+
+-- dropExpired deletes the expired lease records of the bucket at key,
+-- whose state, being written, holds their units as debt.
+local function dropExpired(key, now)
+  local g = key .. ':g'
+  local recs = redis.call('HGETALL', g)
+  for j = 1, #recs, 2 do
+    if tonumber(string.match(recs[j + 1], ':(%d+)$')) <= now then redis.call('HDEL', g, recs[j]) end
+  end
 end
 
 -- slack pads TTLs when the caller supplies the time: TTLs run on the server's
@@ -130,7 +144,9 @@ if op == 'cancel' then
       local key, def = KEYS[2 * i - 1], ARGV[b + 8]
       local T, A, B = load(i)
       if not (T == 0 and A == 0 and B == 0) then
-        local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, leased(key, now, p))
+        local held, expired = leased(key, now, p)
+        local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, held)
+        if expired then dropExpired(key, now) end
         if d == 0 then
           redis.call('DEL', key)
         else
@@ -182,7 +198,7 @@ if op == 'reserve' then
         d = burst * p - (A * p + B) + (T - now) * l
       end
     end
-    d = math.max(d, leased(KEYS[2 * i - 1], now, p))
+    d = math.max(d, (leased(KEYS[2 * i - 1], now, p)))
     local room = (burst - n) * p
     if d > room then
       local w, r = divmod(d - room, l)
@@ -204,6 +220,7 @@ local function write(pend)
     local key = KEYS[2 * i - 1]
     if type(v) == 'string' then
       redis.call('SET', key, v, 'PX', ttl)
+      if w[4] then dropExpired(key, now) end
     else
       -- Record a sliding_log request (algo.Log.record): the entries lie in
       -- the auxiliary key, the state key holds the definition, sum and seq.
@@ -232,6 +249,7 @@ for i = 1, nl do
   local alg, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
   local key, def = KEYS[2 * i - 1], ARGV[b + 8]
   local ok, remaining, retry, reset = false, 0, 0, 0
+  local expired = false -- a bucket's expired lease records, dropped if v is written
   local v -- the new state, when admitted and charged
   local n = n
   if costs then n = tonumber(ARGV[costs + i]) end
@@ -274,7 +292,9 @@ for i = 1, nl do
     local cap = burst * p
     -- The leases' floor is debt as of now (as quota.lua's), refilled by
     -- a reservation's time at.
-    local d = math.max(debt(alg, T, A, B, at, cap, l, p), leased(key, now, p) - (at - now) * l)
+    local held
+    held, expired = leased(key, now, p)
+    local d = math.max(debt(alg, T, A, B, at, cap, l, p), held - (at - now) * l)
     local room = cap - cost * p
     ok = d <= room
     if not ok then
@@ -410,7 +430,10 @@ for i = 1, nl do
   local ttl
   if v then ttl = math.max(math.ceil((at - now + reset) / 1000), 1) + slack end
   if nl == 1 and alg ~= 5 then
-    if v then redis.call('SET', key, v, 'PX', ttl) end
+    if v then
+      redis.call('SET', key, v, 'PX', ttl)
+      if expired then dropExpired(key, now) end
+    end
     return {now, wait, ok and 1 or 0, remaining, retry, reset}
   end
   all = all and ok
@@ -421,7 +444,7 @@ for i = 1, nl do
   out[j + 4] = reset
   if all and v then
     pend = pend or {}
-    pend[#pend + 1] = {i, v, ttl}
+    pend[#pend + 1] = {i, v, ttl, expired}
   end
   if i == gend then
     -- The last limit of one of "each"'s requests.

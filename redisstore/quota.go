@@ -27,8 +27,8 @@ import (
 // second for it, locally) takes a lease of part of its quota from Redis in
 // one call of quota.lua, spends it locally, and gives back what it did not
 // spend in the call that takes its next lease (or on Close). A key that is
-// not hot is decided by quota.lua one request at a time, exactly as by
-// plain.lua: one call per decision, no lease, no record.
+// not hot is decided as in exact mode (plain.lua, its calls shared with
+// other requests by the coalescer): no lease, no record.
 //
 // A lease of a fixed_window limit is a slice of the current window's
 // count: charged to the window when taken, it ends with the window (or
@@ -87,8 +87,10 @@ import (
 // mix safely, never exceeding the limit: a fixed window's leased units are
 // in the window's count, which exact decisions read; an exact decision on
 // a bucket (plain.lua, and its penalty form) holds the debt at the units
-// of the live lease records, as quota.lua does, at the cost of one EXISTS
-// per bucket limit per decision when the key has no record. A process in
+// of the lease records, as quota.lua does (a lease expired unreturned
+// counts as spent in full as of the next decision, which drops its
+// record), at the cost of one EXISTS per bucket limit per decision when
+// the key has no record. A process in
 // async mode sends its units late whatever the others' modes, so a mix
 // that includes it keeps the async bound, with every process counted in
 // it.
@@ -104,8 +106,10 @@ type QuotaStats struct {
 	// Local is how many decisions were made without calling Redis: from
 	// a lease in hand, or from an async view.
 	Local int64
-	// Calls is how many calls of the quota script were made (grants,
-	// returns and syncs, including those that failed).
+	// Calls is how many decisions went to Redis: calls of the quota
+	// script (grants, returns and syncs, including those that failed),
+	// and requests on keys too cold to lease, decided as in exact mode
+	// (where concurrent ones may share a script call).
 	Calls int64
 	// Leases is how many leases were granted.
 	Leases int64
@@ -457,6 +461,18 @@ func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, k
 		q.local.Add(1)
 		return d, nil
 	}
+	r := p.Rule(0)
+	want, life := q.leaseSize(r, rate, n), q.ttl
+	if want == 0 && e.id == "" {
+		// Not hot, and no lease in hand to give back: the request is
+		// decided as in exact mode, which is what quota.lua would do, but
+		// without holding the entry through the call, so that concurrent
+		// requests for the key do not queue behind one another, and with
+		// the coalescer gathering them into shared calls.
+		e.mu.Unlock()
+		q.calls.Add(1)
+		return s.takeExact(ctx, c, p, key, n)
+	}
 	defer e.mu.Unlock()
 	if s.deny != nil && n == 1 {
 		// A key Redis has just denied, as in exact mode.
@@ -464,10 +480,8 @@ func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, k
 			return s.cached(d), nil
 		}
 	}
-	// A new lease, or a plain decision; the lease in hand, if any, is
-	// returned in the same call.
-	r := p.Rule(0)
-	want, life := q.leaseSize(r, rate, n), q.ttl
+	// A new lease, or a plain decision that returns the lease in hand in
+	// the same call.
 	if want == 0 {
 		want, life = n, 0
 	}

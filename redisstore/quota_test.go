@@ -601,7 +601,8 @@ func TestQuotaLeasedUnusedEnds(t *testing.T) {
 // decision minds the live lease records (plain.lua), so tokens held in a
 // lease are not refilled on top for it (without that, b gets 100 after
 // the refill, and the bucket admits 104 where one admits 100); once the
-// lease ends, its record holds nothing back. On a fixed window, leased
+// lease ends unreturned, its units count as spent as of the next decision,
+// as quota.lua counts them, and then refill. On a fixed window, leased
 // units are counted in the window's count, which exact decisions read: a
 // window admits exactly its limit.
 func TestQuotaLeaseMixedWithExact(t *testing.T) {
@@ -645,9 +646,16 @@ func TestQuotaLeaseMixedWithExact(t *testing.T) {
 			if err != nil || !d.Allowed || d.Delay != 10*time.Millisecond {
 				t.Fatalf("reserve: %+v, %v; want a delay of 10ms", d, err)
 			}
-			clk.Advance(41 * time.Second) // the lease has ended: nothing held back
+			// The lease has ended, unreturned: a may have spent it up to its
+			// end, so its 5 count as spent as of b's next decision, which
+			// takes them into the bucket's debt and drops the record.
+			clk.Advance(41 * time.Second)
+			if got := storm(t, b, exact, "k", 4, 50); got != 95 {
+				t.Fatalf("at the lease's end b admitted %d, want 95 (its 5 spent as of now)", got)
+			}
+			clk.Advance(time.Second) // a full refill, with no record left
 			if got := storm(t, b, exact, "k", 4, 50); got != 100 {
-				t.Fatalf("after the lease ended b admitted %d, want the full 100", got)
+				t.Fatalf("a second after the lease's end b admitted %d, want the full 100", got)
 			}
 		})
 	}
@@ -691,4 +699,31 @@ func TestQuotaLeaseMixedWithExact(t *testing.T) {
 			clk.Advance(time.Minute)
 		}
 	})
+}
+
+// TestQuotaLeaseColdKeysShareCalls hammers one key of a lease-mode window
+// on two stores whose LeaseRate no key reaches: every request is decided
+// in Redis, as in exact mode, exactly the limit is admitted, and
+// concurrent requests share script calls (one call each, queued behind
+// the key's entry, before).
+func TestQuotaLeaseColdKeysShareCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epoch)
+	stores := quotaStores(t, srv, clk, 2, redisstore.Options{LeaseRate: 1000000, DenyCache: -1})
+	const limit = 2000
+	p := synced(t, policy(t, "cold", sluice.Limit{Algorithm: sluice.FixedWindow, Count: limit, Period: time.Hour}), sluice.SyncLease)
+	before := commandCalls(t, srv, "evalsha", "eval")
+	admitted := storm(t, stores, p, "k", 64, 40)
+	calls := commandCalls(t, srv, "evalsha", "eval") - before
+	if admitted != limit {
+		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, 2*64*40, limit)
+	}
+	if decisions := 2 * 64 * 40; calls >= decisions/2 {
+		t.Errorf("%d decisions took %d script calls, want them gathered into fewer than half as many", decisions, calls)
+	}
+	for i, s := range stores {
+		if st := s.QuotaStats(); st.Leases != 0 {
+			t.Errorf("store %d took %d leases on a key colder than LeaseRate", i, st.Leases)
+		}
+	}
 }

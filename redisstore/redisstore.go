@@ -1010,6 +1010,11 @@ func (s *Store) Take(ctx context.Context, p *sluice.Policy, key string, n int64)
 	case sluice.SyncAsync:
 		return s.takeAsync(ctx, c, p, key, n)
 	}
+	return s.takeExact(ctx, c, p, key, n)
+}
+
+// takeExact is Take in exact mode: every request decided in Redis.
+func (s *Store) takeExact(ctx context.Context, c *compiled, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
 	var id [2]uint64
 	if s.deny != nil {
 		id = s.deny.id(c.slots, key)
