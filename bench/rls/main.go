@@ -13,7 +13,11 @@
 // with the same load generator. With -answer-from ADDR too, the floor
 // asks the service at ADDR once, at start, and gives every call that
 // answer (its statuses, limits and headers): the least a service must do
-// to send the answer Sluice sends.
+// to send the answer Sluice sends. With -redis ADDR as well, it also counts
+// every call in Redis, one INCRBY of a key per descriptor value, through a
+// pipelining client: the least a service must do to send that answer and
+// keep its counts in Redis, which no service that decides on Redis can
+// outrun.
 package main
 
 import (
@@ -30,6 +34,7 @@ import (
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/redis/rueidis"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -44,6 +49,7 @@ func main() {
 	values := flag.Int("values", 1000, "distinct descriptor values, spread over the callers")
 	serve := flag.String("serve", "", "serve the no-op floor service on this address instead of calling one")
 	answerFrom := flag.String("answer-from", "", "with -serve: answer every call as the service at this address answered one, at start")
+	redisAddr := flag.String("redis", "", "with -serve: count every call with an INCRBY on the Redis server at this address")
 	flag.Parse()
 	if *serve != "" {
 		ln, err := net.Listen("tcp", *serve)
@@ -53,6 +59,13 @@ func main() {
 		var f floor
 		if *answerFrom != "" {
 			f.answer = recordAnswer(*answerFrom, *domain, *key)
+		}
+		if *redisAddr != "" {
+			c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*redisAddr}, DisableCache: true})
+			if err != nil {
+				log.Fatalf("rls: -redis %s: %v", *redisAddr, err)
+			}
+			f.redis = c
 		}
 		g := grpc.NewServer()
 		rlsv3.RegisterRateLimitServiceServer(g, f)
@@ -137,6 +150,7 @@ func main() {
 type floor struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	answer *rlsv3.RateLimitResponse // read-only: marshalled by every call at once
+	redis  rueidis.Client           // counts every descriptor, if set
 }
 
 // recordAnswer returns the answer of the service at addr to one request
@@ -160,7 +174,18 @@ func recordAnswer(addr, domain, key string) *rlsv3.RateLimitResponse {
 	return resp
 }
 
-func (f floor) ShouldRateLimit(_ context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+func (f floor) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if f.redis != nil {
+		for _, d := range req.GetDescriptors() {
+			k := "floor"
+			for _, e := range d.GetEntries() {
+				k += ":" + e.GetValue()
+			}
+			if err := f.redis.Do(ctx, f.redis.B().Incrby().Key(k).Increment(int64(max(req.GetHitsAddend(), 1))).Build()).Error(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if f.answer != nil {
 		return f.answer, nil
 	}
