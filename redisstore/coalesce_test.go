@@ -104,14 +104,7 @@ func TestCoalescedTakesAreExact(t *testing.T) {
 	before := commandCalls(t, srv, "evalsha", "eval")
 	admitted := hammer(t, lims, "k", 64, 40)
 	calls := commandCalls(t, srv, "evalsha", "eval") - before
-	if admitted != limit {
-		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, 2*64*40, limit)
-	}
-	if decisions := 2 * 64 * 40; calls >= decisions/2 {
-		t.Errorf("%d decisions took %d script calls, want them gathered into fewer than half as many", decisions, calls)
-	} else {
-		t.Logf("%d decisions in %d script calls", decisions, calls)
-	}
+	wantGathered(t, admitted, limit, 2*64*40, calls)
 }
 
 // TestCoalescedBatchesAreWhole mixes TakeAll batches of two policies with
@@ -246,12 +239,7 @@ func TestCoalescedTakesWithDeadlines(t *testing.T) {
 	before := commandCalls(t, srv, "evalsha", "eval")
 	admitted := hammerCtx(t, ctx, lims, "k", 64, 40)
 	calls := commandCalls(t, srv, "evalsha", "eval") - before
-	if admitted != limit {
-		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, 2*64*40, limit)
-	}
-	if decisions := 2 * 64 * 40; calls >= decisions/2 {
-		t.Errorf("%d decisions with deadlines took %d script calls, want them gathered into fewer than half as many", decisions, calls)
-	}
+	wantGathered(t, admitted, limit, 2*64*40, calls)
 }
 
 // TestCoalescedTakeEndsAtItsDeadline pauses Redis with both of a store's

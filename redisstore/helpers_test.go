@@ -174,3 +174,17 @@ func timed(f func()) time.Duration {
 	f()
 	return time.Since(start)
 }
+
+// wantGathered fails t unless exactly limit of the decisions were
+// admitted, in fewer than half as many script calls as decisions.
+func wantGathered(t *testing.T, admitted, limit, decisions, calls int) {
+	t.Helper()
+	if admitted != limit {
+		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, decisions, limit)
+	}
+	if calls >= decisions/2 {
+		t.Errorf("%d decisions took %d script calls, want them gathered into fewer than half as many", decisions, calls)
+	} else {
+		t.Logf("%d decisions in %d script calls", decisions, calls)
+	}
+}

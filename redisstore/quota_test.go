@@ -715,12 +715,7 @@ func TestQuotaLeaseColdKeysShareCalls(t *testing.T) {
 	before := commandCalls(t, srv, "evalsha", "eval")
 	admitted := storm(t, stores, p, "k", 64, 40)
 	calls := commandCalls(t, srv, "evalsha", "eval") - before
-	if admitted != limit {
-		t.Errorf("admitted %d of %d, want exactly the limit %d", admitted, 2*64*40, limit)
-	}
-	if decisions := 2 * 64 * 40; calls >= decisions/2 {
-		t.Errorf("%d decisions took %d script calls, want them gathered into fewer than half as many", decisions, calls)
-	}
+	wantGathered(t, int(admitted), limit, 2*64*40, calls)
 	for i, s := range stores {
 		if st := s.QuotaStats(); st.Leases != 0 {
 			t.Errorf("store %d took %d leases on a key colder than LeaseRate", i, st.Leases)
