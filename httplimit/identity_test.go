@@ -3,6 +3,7 @@ package httplimit_test
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,10 +18,12 @@ import (
 type tokenTable struct {
 	calls  atomic.Int64
 	tokens map[string]map[string]string
+	client atomic.Value // the netip.Addr of the last call
 }
 
-func (tt *tokenTable) Claims(r *http.Request) map[string]string {
+func (tt *tokenTable) Claims(r *http.Request, client netip.Addr) map[string]string {
 	tt.calls.Add(1)
+	tt.client.Store(client)
 	return tt.tokens[r.Header.Get("Authorization")]
 }
 
@@ -42,6 +45,7 @@ func TestJWTKeyPartsAndTiers(t *testing.T) {
 	ev := e.obs.last(t)
 	eq(t, "tier", ev.Rules[0].Tier, "premium")
 	eq(t, "claims asked once per request", id.calls.Load(), int64(4))
+	eq(t, "claims asked with the client's address", id.client.Load().(netip.Addr), netip.MustParseAddr("192.0.2.1"))
 
 	// The org rule counts alice and bob together: 3 admitted, then 2 of bob's.
 	bob := req{target: "/", remote: "192.0.2.1:1", header: map[string]string{"Authorization": "Bearer bob"}}

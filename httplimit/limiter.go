@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"net/textproto"
 	"path"
 	"strings"
@@ -149,10 +150,13 @@ type Options struct {
 // Options.Identity).
 type Identity interface {
 	// Claims returns the claims of r's verified token, each as text, or
-	// nil when r has no token that verifies. The map is not modified by
-	// the Limiter. It must be safe for concurrent use, and fast: it is
-	// called on the decision path.
-	Claims(r *http.Request) map[string]string
+	// nil when r has no token that verifies. client is r's client
+	// address as the Limiter resolves it for the "ip" key part (the zero
+	// Addr when it cannot), which an implementation may use to bound the
+	// work one client can cause, such as checking forged tokens. The map
+	// is not modified by the Limiter. It must be safe for concurrent use,
+	// and fast: it is called on the decision path.
+	Claims(r *http.Request, client netip.Addr) map[string]string
 }
 
 // ErrFailedClosed is the RuleEvent.Err of a rule whose store could not

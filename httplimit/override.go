@@ -162,7 +162,8 @@ func (l *Limiter) claim(r *http.Request, st *clientState, name string) (string, 
 	if !st.verified {
 		st.verified = true
 		if l.identity != nil {
-			st.claims = l.identity.Claims(r)
+			a, _ := l.ip.Addr(r) // the zero Addr when r has none
+			st.claims = l.identity.Claims(r, a)
 		}
 	}
 	v, ok := st.claims[name]

@@ -19,7 +19,7 @@ import (
 var identityFields = []string{"jwt"}
 
 // jwtFields are the fields of identity.jwt.
-var jwtFields = []string{"keys", "algorithms", "issuer", "audience", "leeway"}
+var jwtFields = []string{"keys", "algorithms", "issuer", "audience", "leeway", "max_bad_signatures"}
 
 // jwtKeyFields are the fields of one of identity.jwt.keys.
 var jwtKeyFields = []string{"file", "kid"}
@@ -37,6 +37,10 @@ type JWT struct {
 	Audience   string
 	// Leeway is the clock skew allowed for exp, nbf and iat. Default 30s.
 	Leeway time.Duration
+	// MaxBadSignatures is how many failed signature checks a second one
+	// client may cause (identity.Options.MaxBadSignatures); 0 turns the
+	// bound off. Default 10.
+	MaxBadSignatures int
 
 	line, column int // of identity.jwt, for problems found reading the keys
 }
@@ -52,12 +56,16 @@ type KeyFile struct {
 
 // Options returns the options of the identity package for the section.
 func (j *JWT) Options() identity.Options {
-	return identity.Options{Keys: j.Keys, Algorithms: j.Algorithms, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway}
+	bad := j.MaxBadSignatures
+	if bad == 0 {
+		bad = -1 // off
+	}
+	return identity.Options{Keys: j.Keys, Algorithms: j.Algorithms, Issuer: j.Issuer, Audience: j.Audience, Leeway: j.Leeway, MaxBadSignatures: bad}
 }
 
 func (d *decoder) identity(n *yaml.Node, c *Config) {
 	d.fields(n, "identity", identityFields, func(key string, v *yaml.Node) {
-		c.JWT = &JWT{Leeway: 30 * time.Second, line: resolve(v).Line, column: resolve(v).Column}
+		c.JWT = &JWT{Leeway: 30 * time.Second, MaxBadSignatures: 10, line: resolve(v).Line, column: resolve(v).Column}
 		d.jwt(v, c.JWT)
 	})
 }
@@ -128,6 +136,10 @@ func (d *decoder) jwt(n *yaml.Node, j *JWT) {
 		case "leeway":
 			if t, ok := d.duration(v, p, 0, 5*time.Minute); ok {
 				j.Leeway = t
+			}
+		case "max_bad_signatures":
+			if k, ok := d.integer(v, p, 0, 1_000_000); ok {
+				j.MaxBadSignatures = int(k)
 			}
 		}
 	})

@@ -40,9 +40,11 @@ rules:
     algorithms: [RS256, none, HS1, RS256]
     leeway: 10m
     issuer: [a]
+    max_bad_signatures: -1
 rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`,
 			[]string{`:4:12: identity.jwt.keys[0].file: missing`, `:5:25: identity.jwt.algorithms[1]: none accepts unsigned tokens`, `identity.jwt.algorithms[2]: unknown algorithm "HS1"`,
-				`identity.jwt.algorithms[3]: RS256 appears twice`, `identity.jwt.leeway: want a duration from 0s to 5m0s`, `identity.jwt.issuer: want a string`}},
+				`identity.jwt.algorithms[3]: RS256 appears twice`, `identity.jwt.leeway: want a duration from 0s to 5m0s`, `identity.jwt.issuer: want a string`,
+				`identity.jwt.max_bad_signatures: want a whole number from 0 to 1000000, got -1`}},
 		{"unknown field", "identity: { jwt: { keys: [k.pem], algorithms: [RS256], audiences: x } }\nrules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]",
 			[]string{`identity.jwt.audiences: unknown field (did you mean "audience"?)`}},
 		{"lists by claim", `identity: { jwt: { keys: [k.pem], algorithms: [RS256] } }
@@ -93,6 +95,13 @@ rules: [{ name: r, key: [jwt:sub], algorithm: gcra, limit: 1, period: 1s, tiers:
 	j := c.JWT
 	if j == nil || len(j.Keys) != 2 || j.Keys[0].ID != "hs-1" || j.Keys[1].ID != "ec-1" || j.Leeway != 30*time.Second || j.Audience != "api" {
 		t.Fatalf("identity.jwt: got %+v", j)
+	}
+	if got := j.Options().MaxBadSignatures; got != 10 {
+		t.Errorf("max_bad_signatures defaults to %d, want 10", got)
+	}
+	j.MaxBadSignatures = 0 // as max_bad_signatures: 0 sets it
+	if got := j.Options().MaxBadSignatures; got >= 0 {
+		t.Errorf("max_bad_signatures 0: the verifier's bound is %d, want it off (negative)", got)
 	}
 	if got := c.Limiter.Tiers.Client; got != httplimit.JWT("sub") {
 		t.Errorf("tiers.client defaults to %v, want jwt:sub", got)

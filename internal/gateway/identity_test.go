@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/identity"
@@ -146,4 +148,45 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestGatewayBoundsForgedTokens: a client behind the trusted proxy that
+// keeps sending new forged tokens gets its signature checks bounded; its
+// further new tokens, valid ones included, are not checked and count as
+// throttled, while another client's new token verifies. The client is the
+// one the forwarding headers name, not the proxy.
+func TestGatewayBoundsForgedTokens(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer up.Close()
+	issuerPub, issuerKey, _ := ed25519.GenerateKey(rand.Reader)
+	_, attackerKey, _ := ed25519.GenerateKey(rand.Reader)
+	g, gw := startGW(t, gateway.Options{
+		Upstream: up.URL,
+		Identity: &identity.Options{Keys: []identity.Key{{Public: issuerPub}}, Algorithms: []string{"EdDSA"},
+			Issuer: "https://auth.example.com/", Audience: "api", Leeway: 30 * time.Second, MaxBadSignatures: 1,
+			Clock: clock.NewFake(time.Now())}, // the bound's clock stands still: no check is refilled
+		Limiter: httplimit.Options{
+			Tiers: httplimit.Tiers{From: httplimit.JWT("plan"), Client: httplimit.JWT("sub")},
+			Rules: []httplimit.Rule{{Name: "api", Key: []httplimit.KeyPart{httplimit.JWT("sub")}, Limit: fixed(1000, time.Hour)}},
+		},
+		ForwardAuth: &gateway.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+	})
+	faAddr := gw.Addr(gateway.ListenerForwardAuth)
+	fa := func(client, tok string) {
+		t.Helper()
+		h := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/x", "X-Forwarded-For": client, "Authorization": "Bearer " + tok}
+		if code := get(t, "GET", "http://"+faAddr.String()+"/auth", h).StatusCode; code != 200 {
+			t.Fatalf("forward-auth for %s: %d", client, code)
+		}
+	}
+	for i := range 12 { // a burst of 10 checks at 1 a second, then 2 past it
+		fa("198.51.100.7", issue(t, attackerKey, fmt.Sprint("forged-", i), "premium"))
+	}
+	fa("198.51.100.7", issue(t, issuerKey, "alice", "premium"))
+	fa("198.51.100.8", issue(t, issuerKey, "bob", "premium"))
+	for result, want := range map[string]string{"bad_signature": "10", "throttled": "3", "valid": "1"} {
+		if got := metric(t, g.admin, `sluice_identity_tokens_total{result="`+result+`"}`); got != want {
+			t.Errorf("sluice_identity_tokens_total{result=%q} = %q, want %s", result, got, want)
+		}
+	}
 }

@@ -14,11 +14,16 @@
 // Verifying a signature costs tens of microseconds, so a Verifier caches
 // what it found for each token (keyed by the token's SHA-256, bounded in
 // size) until the token expires: a client sending the same token again
-// costs a hash and a map lookup.
+// costs a hash and a map lookup. A client sending new tokens that fail
+// their signature check (forged ones) would cost a check each; a
+// Verifier bounds how many it checks per client (Options.MaxBadSignatures)
+// and treats that client's further new tokens as unverified, Throttled,
+// without checking them.
 package identity
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
@@ -28,6 +33,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +43,9 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/memstore"
 )
 
 // Reason says why a request has no verified identity, or that it has one.
@@ -56,10 +64,11 @@ const (
 	UnknownKey                  // "unknown_key": no key has the token's kid, or none takes its alg
 	AlgNotAllowed               // "alg_not_allowed": alg is not configured (none, say), or not one the named key may use
 	NoExpiry                    // "no_expiry": the token has no exp claim
+	Throttled                   // "throttled": not checked, the client's new tokens having failed their signature check too often
 )
 
 var reasonNames = [...]string{"valid", "missing", "malformed", "bad_signature", "expired", "not_yet_valid",
-	"wrong_issuer", "wrong_audience", "unknown_key", "alg_not_allowed", "no_expiry"}
+	"wrong_issuer", "wrong_audience", "unknown_key", "alg_not_allowed", "no_expiry", "throttled"}
 
 // Reasons lists every Reason, for metrics that show each one from the
 // start.
@@ -121,6 +130,17 @@ type Options struct {
 	// return (those the rules use), so that the cache keeps no more of
 	// each token than it needs.
 	Claims []string
+	// MaxBadSignatures bounds the signature checks that fail, per client
+	// (an IPv4 address, an IPv6 /64; see ClaimsFrom): once a client's new
+	// tokens have failed their check at more than this many a second
+	// (with a burst of ten seconds' worth), its further new tokens are
+	// Throttled without a check until it is back within the rate. Tokens
+	// seen before are answered from the cache as ever, and a client's
+	// valid tokens verify as usual unless its forged ones exhaust its
+	// bound first. The bound's state is in memory, at most 65,536 clients
+	// (when full, those furthest from their bound make room first). Default 10; negative turns
+	// the bound off.
+	MaxBadSignatures int
 	// CacheSize bounds the tokens whose verification is remembered.
 	// Default 50,000: about 25 MB when each keeps two short claims (see
 	// Claims), some 50 MB if each keeps a dozen.
@@ -143,6 +163,7 @@ type Verifier struct {
 	algs   []jose.SignatureAlgorithm
 	expect jwt.Expected
 	cache  cache
+	bad    *sluice.Limiter // failed signature checks per client, or nil
 }
 
 // key is a Key with the algorithms it may verify.
@@ -259,6 +280,20 @@ func New(opts Options) (*Verifier, error) {
 		v.expect.AnyAudience = jwt.Audience{opts.Audience}
 	}
 	v.cache.init(opts.CacheSize)
+	if opts.MaxBadSignatures == 0 {
+		opts.MaxBadSignatures = 10
+		v.opts.MaxBadSignatures = 10
+	}
+	if n := int64(opts.MaxBadSignatures); n > 0 {
+		// No janitor: the store starts no goroutine, so a Verifier needs
+		// no Close; its entries expire when evicted or decided again.
+		store := memstore.New(memstore.Options{MaxKeys: 1 << 16, Shards: 16, SweepInterval: -1, Clock: opts.Clock})
+		lim, err := sluice.New(store, "identity-bad-signatures", sluice.Limit{Algorithm: sluice.GCRA, Count: n, Period: time.Second, Burst: 10 * n})
+		if err != nil {
+			return nil, fmt.Errorf("%w: MaxBadSignatures %d: %w", ErrInvalidOptions, n, err)
+		}
+		v.bad = lim
+	}
 	return v, nil
 }
 
@@ -283,9 +318,11 @@ func AlgorithmNames() []string {
 // nil when it has none that verifies (Options.Observe is told why). Each
 // claim whose value is a string, a number or a boolean is given as text
 // (numbers as written in the token); arrays, objects and null are left
-// out. The map is shared: callers must not modify it.
-func (v *Verifier) Claims(r *http.Request) map[string]string {
-	c, why := v.Verify(bearer(r))
+// out. The map is shared: callers must not modify it. client is the
+// request's client address, whose failed signature checks count against
+// Options.MaxBadSignatures; the zero Addr (client unknown) is not bounded.
+func (v *Verifier) Claims(r *http.Request, client netip.Addr) map[string]string {
+	c, why := v.VerifyFrom(bearer(r), client)
 	if v.opts.Observe != nil {
 		v.opts.Observe(why)
 	}
@@ -307,8 +344,17 @@ func bearer(r *http.Request) string {
 }
 
 // Verify checks a token and returns its claims (see Claims), or nil and
-// the reason it does not verify. An empty token is Missing.
+// the reason it does not verify. An empty token is Missing. It bounds no
+// client's failed checks; see VerifyFrom.
 func (v *Verifier) Verify(token string) (map[string]string, Reason) {
+	return v.VerifyFrom(token, netip.Addr{})
+}
+
+// VerifyFrom is Verify for a token that client sent: a token not in the
+// cache is Throttled, unchecked, when client's new tokens have failed
+// their signature check more often than Options.MaxBadSignatures allows,
+// and a failed check counts against client. The zero Addr is not bounded.
+func (v *Verifier) VerifyFrom(token string, client netip.Addr) (map[string]string, Reason) {
 	if token == "" {
 		return nil, Missing
 	}
@@ -327,9 +373,30 @@ func (v *Verifier) Verify(token string) (map[string]string, Reason) {
 			return e.claims, e.why
 		}
 	}
+	var who string
+	if v.bad != nil && client.IsValid() {
+		who = clientKey(client)
+		if d, err := v.bad.Peek(context.Background(), who); err == nil && !d.Allowed {
+			return nil, Throttled // unchecked, so not cached
+		}
+	}
 	e := v.verify(token, now)
+	if e.why == BadSignature && who != "" {
+		_, _ = v.bad.Allow(context.Background(), who) // the memory store does not fail
+	}
 	v.cache.put(sum, e)
 	return e.claims, e.why
+}
+
+// clientKey is the key of client's bound: its address, or for IPv6 its
+// /64, which one client can hold whole.
+func clientKey(client netip.Addr) string {
+	client = client.Unmap()
+	if client.Is6() {
+		p, _ := client.Prefix(64)
+		client = p.Addr()
+	}
+	return client.String()
 }
 
 // digest returns the SHA-256 of a token, hashing a copy on the stack when

@@ -12,6 +12,8 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -289,7 +291,7 @@ func TestClaimsFromRequest(t *testing.T) {
 	for _, h := range []string{"Bearer " + tok, "bearer " + tok, "BEARER  " + tok + " "} {
 		r, _ := http.NewRequest("GET", "/", nil)
 		r.Header.Set("Authorization", h)
-		if c := v.Claims(r); c["sub"] != "user-1" {
+		if c := v.Claims(r, netip.Addr{}); c["sub"] != "user-1" {
 			t.Errorf("%q: got %v", h, c)
 		}
 	}
@@ -298,12 +300,93 @@ func TestClaimsFromRequest(t *testing.T) {
 		if h != "" {
 			r.Header.Set("Authorization", h)
 		}
-		if c := v.Claims(r); c != nil {
+		if c := v.Claims(r, netip.Addr{}); c != nil {
 			t.Errorf("%q: got %v, want none", h, c)
 		}
 	}
 	if seen[Valid] != 3 || seen[Missing] != 4 {
 		t.Errorf("observed %v, want 3 valid and 4 missing", seen)
+	}
+}
+
+// TestBadSignaturesBounded: a client whose new tokens keep failing their
+// signature check gets its further new tokens Throttled, unchecked, until
+// it is back within MaxBadSignatures a second (burst ten seconds' worth);
+// other clients, tokens already in the cache and callers that name no
+// client are not affected.
+func TestBadSignaturesBounded(t *testing.T) {
+	var keys []Key
+	for alg, k := range testKeys() {
+		keys = append(keys, Key{ID: alg, Public: public(k)})
+	}
+	fc := clock.NewFake(t0)
+	v, err := New(Options{Keys: keys, Algorithms: []string{"ES256"}, Clock: fc, MaxBadSignatures: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	forged := func() string {
+		n++
+		return sign(t, "ES256", other, "ES256", claims(map[string]any{"jti": strconv.Itoa(n)}))
+	}
+	valid := func() string {
+		n++
+		return sign(t, "ES256", testKeys()["ES256"], "ES256", claims(map[string]any{"jti": strconv.Itoa(n)}))
+	}
+	attacker, neighbour := netip.MustParseAddr("2001:db8:1:2::7"), netip.MustParseAddr("2001:db8:1:2::8")
+	bystander := netip.MustParseAddr("192.0.2.9")
+
+	seenBefore := valid()
+	if _, why := v.VerifyFrom(seenBefore, attacker); why != Valid {
+		t.Fatalf("a valid token: %v", why)
+	}
+	for i := range 20 { // the burst: 10 s at 2 a second
+		if _, why := v.VerifyFrom(forged(), attacker); why != BadSignature {
+			t.Fatalf("forged token %d within the bound: %v, want bad_signature", i, why)
+		}
+	}
+	if _, why := v.VerifyFrom(forged(), attacker); why != Throttled {
+		t.Fatalf("a forged token past the bound: %v, want throttled", why)
+	}
+	if _, why := v.VerifyFrom(valid(), neighbour); why != Throttled {
+		t.Errorf("a new valid token from the same /64: %v, want throttled", why)
+	}
+	if _, why := v.VerifyFrom(seenBefore, attacker); why != Valid {
+		t.Errorf("a token in the cache: %v, want valid", why)
+	}
+	if _, why := v.VerifyFrom(valid(), bystander); why != Valid {
+		t.Errorf("another client's new token: %v, want valid", why)
+	}
+	if _, why := v.Verify(forged()); why != BadSignature {
+		t.Errorf("no client named: %v, want bad_signature", why)
+	}
+	fc.Advance(time.Second) // room for two more checks
+	for i := range 2 {
+		if _, why := v.VerifyFrom(forged(), attacker); why != BadSignature {
+			t.Fatalf("forged token %d a second later: %v, want bad_signature", i, why)
+		}
+	}
+	tok := forged()
+	if _, why := v.VerifyFrom(tok, attacker); why != Throttled {
+		t.Fatalf("the third a second later: %v, want throttled", why)
+	}
+	fc.Advance(time.Second)
+	if _, why := v.VerifyFrom(tok, attacker); why != BadSignature {
+		t.Errorf("a throttled token, sent again with room: %v, want bad_signature (throttling is not cached)", why)
+	}
+
+	off, err := New(Options{Keys: keys, Algorithms: []string{"ES256"}, Clock: fc, MaxBadSignatures: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if _, why := off.VerifyFrom(forged(), attacker); why != BadSignature {
+			t.Fatalf("bound off, forged token %d: %v, want bad_signature", i, why)
+		}
 	}
 }
 
@@ -440,7 +523,7 @@ func BenchmarkClaims(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					if v.Claims(r) == nil {
+					if v.Claims(r, netip.MustParseAddr("192.0.2.1")) == nil {
 						b.Fatal("no claims")
 					}
 				}
