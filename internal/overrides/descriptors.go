@@ -307,10 +307,16 @@ func (s *DescriptorSet) Delete(ctx context.Context, id string) (bool, error) {
 	return ok, s.Refresh(ctx)
 }
 
-// Refresh reads the overrides again if their version changed.
+// Refresh removes the overrides that have ended from the store, and reads
+// the overrides again if their version changed.
 func (s *DescriptorSet) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := pruneEnded(ctx, s.be, s.snap.Load().m, func(it *descItem) (string, []byte, bool) {
+		return it.d.ID, it.raw, s.ended(it.d)
+	}); err != nil {
+		return err
+	}
 	v, err := s.be.version(ctx)
 	if err != nil {
 		return err

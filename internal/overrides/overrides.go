@@ -10,6 +10,7 @@
 package overrides
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -145,6 +146,25 @@ type backend interface {
 	load(ctx context.Context) (map[string][]byte, int64, error)
 	put(ctx context.Context, client string, data []byte) error
 	del(ctx context.Context, client string) (bool, error)
+	// prune removes client's entry if it is still data (so that an
+	// override put again meanwhile stays), and reports whether it did.
+	prune(ctx context.Context, client string, data []byte) (bool, error)
+}
+
+// pruneEnded removes from be the stored entries of the items that ended
+// reports ended, by their key and the data they were loaded from:
+// overrides whose until has passed no longer apply, and would otherwise
+// stay in the store for good. The first Set to see one ended removes it
+// (unless it was put again meanwhile), and every Set reloads.
+func pruneEnded[T any](ctx context.Context, be backend, items map[string]T, ended func(T) (key string, data []byte, ok bool)) error {
+	for _, it := range items {
+		if k, data, ok := ended(it); ok {
+			if _, err := be.prune(ctx, k, data); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Options configure a Set.
@@ -179,8 +199,9 @@ type snapshot struct {
 }
 
 type item struct {
-	e  Entry
-	co *httplimit.ClientOverride
+	e   Entry
+	co  *httplimit.ClientOverride
+	raw []byte // as stored
 }
 
 var _ httplimit.Overrides = (*Set)(nil)
@@ -287,10 +308,16 @@ func (s *Set) Delete(ctx context.Context, client string) (bool, error) {
 	return ok, s.Refresh(ctx)
 }
 
-// Refresh reads the overrides again if their version changed.
+// Refresh removes the overrides that have ended from the store, and reads
+// the overrides again if their version changed.
 func (s *Set) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := pruneEnded(ctx, s.be, s.snap.Load().m, func(it *item) (string, []byte, bool) {
+		return it.e.Client, it.raw, s.ended(it.e)
+	}); err != nil {
+		return err
+	}
 	v, err := s.be.version(ctx)
 	if err != nil {
 		return err
@@ -319,7 +346,7 @@ func (s *Set) Refresh(ctx context.Context) error {
 			continue
 		}
 		e.Client = client
-		m[client] = &item{e: e, co: co}
+		m[client] = &item{e: e, co: co, raw: data}
 	}
 	s.snap.Store(&snapshot{version: v, m: m})
 	return nil
@@ -382,6 +409,17 @@ func (b *memory) put(_ context.Context, client string, data []byte) error {
 	b.m[client] = data
 	b.v++
 	return nil
+}
+
+func (b *memory) prune(_ context.Context, client string, data []byte) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.m[client]; !ok || !bytes.Equal(cur, data) {
+		return false, nil
+	}
+	delete(b.m, client)
+	b.v++
+	return true, nil
 }
 
 func (b *memory) del(_ context.Context, client string) (bool, error) {

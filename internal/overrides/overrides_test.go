@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
@@ -127,4 +128,73 @@ func TestRedisSetsSeeEachOthersChanges(t *testing.T) {
 		t.Fatalf("Delete: %v, %v", ok, err)
 	}
 	within("the first set sees the removal", func() bool { return sets[0].Override("key/with spaces") == nil })
+}
+
+// TestEndedOverridesLeaveRedis: an override whose until has passed is
+// removed from Redis by the next refresh of a set that sees it ended,
+// unless it was put again meanwhile; a descriptor override too.
+func TestEndedOverridesLeaveRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	now := &fakeNow{t: t0}
+	newSet := func() *overrides.Set {
+		s, err := overrides.NewRedis(overrides.Options{Store: store, Now: now.Now}, store.Client, "sluice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := newSet(), newSet()
+	for _, e := range []overrides.Entry{{Client: "k1", Tier: "premium", Until: t0.Add(time.Hour)}, {Client: "k2", Tier: "premium", Until: t0.Add(time.Hour)}} {
+		if err := a.Put(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now.Add(time.Hour)
+	// k2 is put again before b, which still holds the ended one, refreshes.
+	if err := a.Put(ctx, overrides.Entry{Client: "k2", Tier: "enterprise", Until: now.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const hash = "sluice:{overrides}"
+	if got := srv.Do(t, "HEXISTS", hash, "k1"); got != "0" {
+		t.Errorf("the ended k1 is still in Redis (HEXISTS %s)", got)
+	}
+	if got := srv.Do(t, "HEXISTS", hash, "k2"); got != "1" {
+		t.Errorf("k2, put again, was removed (HEXISTS %s)", got)
+	}
+	if co := b.Override("k2"); co == nil || co.Override().Tier != "enterprise" {
+		t.Errorf("b's k2 after the refresh: %v, want tier enterprise", co)
+	}
+
+	ds, err := overrides.NewDescriptorRedis(overrides.Options{Store: store, Now: now.Now}, store.Client, "sluice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ds.Put(ctx, overrides.Descriptor{Domain: "api", Entries: []descriptor.Entry{{Key: "client", Value: "a"}},
+		Limits: []overrides.Limit{{Algorithm: "gcra", Limit: 100, Period: "1m"}}, Until: now.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dhash = "sluice:{overrides}:descriptors"
+	if got := srv.Do(t, "HEXISTS", dhash, d.ID); got != "1" {
+		t.Fatalf("the descriptor override %s is not in Redis (HEXISTS %s)", d.ID, got)
+	}
+	now.Add(time.Minute)
+	if err := ds.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := srv.Do(t, "HEXISTS", dhash, d.ID); got != "0" {
+		t.Errorf("the ended descriptor override %s is still in Redis (HEXISTS %s)", d.ID, got)
+	}
 }

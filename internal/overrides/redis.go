@@ -19,6 +19,10 @@ return redis.call('INCR', KEYS[2])`)
 	delScript = rueidis.NewLuaScript(`local n = redis.call('HDEL', KEYS[1], ARGV[1])
 if n > 0 then redis.call('INCR', KEYS[2]) end
 return n`)
+	pruneScript = rueidis.NewLuaScript(`if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('INCR', KEYS[2])
+return 1`)
 	loadScript = rueidis.NewLuaScript(`return {redis.call('GET', KEYS[2]) or '0', redis.call('HGETALL', KEYS[1])}`)
 )
 
@@ -116,6 +120,18 @@ func (b *redis) del(ctx context.Context, client string) (bool, error) {
 	n, err := delScript.Exec(ctx, c, b.keys, []string{client}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("overrides: removing: %w", err)
+	}
+	return n > 0, nil
+}
+
+func (b *redis) prune(ctx context.Context, client string, data []byte) (bool, error) {
+	c, err := b.conn()
+	if err != nil {
+		return false, err
+	}
+	n, err := pruneScript.Exec(ctx, c, b.keys, []string{client, string(data)}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("overrides: removing an ended override: %w", err)
 	}
 	return n > 0, nil
 }
