@@ -156,8 +156,10 @@ type Descriptor struct {
 	// ShareThreshold makes every value a wildcard entry matches share one
 	// counter instead of one counter per value. Only for wildcard entries.
 	ShareThreshold bool
-	// QuotaMode is carried to Rule.QuotaMode for the service; matching and
-	// counting ignore it.
+	// QuotaMode makes the limit a soft one, as envoyproxy/ratelimit's
+	// quota_mode: counted, never denying (see Match.Shadow), its
+	// violations reported to the caller (the service puts them in the
+	// response's dynamic metadata).
 	QuotaMode bool
 	// Descriptors are the nested entries, matched by the descriptor's next
 	// entry.

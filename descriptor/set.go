@@ -648,11 +648,12 @@ func (b *builder) checkEnforce(d Descriptor, path []string, vars []bool) {
 }
 
 // Shadow reports whether the match's limit reports without denying: a
-// rule in shadow mode, or a counter its Enforce does not enforce. False
-// without a rule.
+// rule in shadow mode or in quota mode (which the service also reports in
+// the response's metadata), or a counter its Enforce does not enforce.
+// False without a rule.
 func (m Match) Shadow() bool {
 	r := m.Rule
-	return r != nil && (r.ShadowMode || !r.Enforce.Enforces(r.MetricKey, m.Key))
+	return r != nil && (r.ShadowMode || r.QuotaMode || !r.Enforce.Enforces(r.MetricKey, m.Key))
 }
 
 func cloneRollout(r *sluice.Rollout) *sluice.Rollout {

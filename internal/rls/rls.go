@@ -122,6 +122,18 @@ const (
 // store itself (FailOnError).
 const MetadataDegraded = "sluice_degraded"
 
+// The fields of the response's dynamic_metadata for quota-mode descriptors
+// (quota_mode: true), as envoyproxy/ratelimit names them: whether any of
+// the request's descriptors matched a quota-mode limit, and the indexes
+// (from 0, in the request's order) of those over it. A quota-mode limit
+// never denies: these fields are how Envoy (its dynamic metadata under
+// envoy.filters.http.ratelimit) learns that a soft quota ran out, to route
+// or log on it.
+const (
+	MetadataQuotaModeEnabled    = "quotaModeEnabled"
+	MetadataQuotaModeViolations = "quotaModeViolations"
+)
+
 // Options configure a Service. Store and Rules are required; every other
 // field has a usable zero value.
 type Options struct {
@@ -769,10 +781,31 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 	if s.opts.Headers != HeadersOff {
 		resp.ResponseHeadersToAdd = s.headers(c, over)
 	}
+	var meta map[string]*structpb.Value
 	if degraded {
-		resp.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
-			MetadataDegraded: structpb.NewBoolValue(true),
-		}}
+		meta = map[string]*structpb.Value{MetadataDegraded: structpb.NewBoolValue(true)}
+	}
+	var violations []*structpb.Value
+	enabled := false
+	for i := range c.items {
+		if r := c.ms[i].Rule; r != nil && r.QuotaMode && c.items[i].kind != kindNone {
+			enabled = true
+			if c.items[i].outcome == OutcomeShadowLimited {
+				violations = append(violations, structpb.NewNumberValue(float64(i)))
+			}
+		}
+	}
+	if enabled {
+		if meta == nil {
+			meta = map[string]*structpb.Value{}
+		}
+		meta[MetadataQuotaModeEnabled] = structpb.NewBoolValue(true)
+		if len(violations) > 0 {
+			meta[MetadataQuotaModeViolations] = structpb.NewListValue(&structpb.ListValue{Values: violations})
+		}
+	}
+	if meta != nil {
+		resp.DynamicMetadata = &structpb.Struct{Fields: meta}
 	}
 	return resp
 }

@@ -439,6 +439,52 @@ func TestShadow(t *testing.T) {
 	wantCodes(t, resp, over, ok, over)
 }
 
+// TestQuotaMode: a quota-mode descriptor (envoyproxy/ratelimit's
+// quota_mode) is counted but never refuses; the response's dynamic
+// metadata says that quota mode applied and which descriptors were over
+// their quota, by index. An enforced descriptor beside it still refuses.
+func TestQuotaMode(t *testing.T) {
+	h := start(t, Options{Rules: newSet(t, `
+domain: test
+descriptors:
+  - key: service
+    value: service_1
+    quota_mode: true
+    rate_limit: {unit: minute, requests_per_unit: 1}
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 2}
+`)})
+	meta := func(resp *rlsv3.RateLimitResponse) (bool, []float64) {
+		f := resp.GetDynamicMetadata().GetFields()
+		var idx []float64
+		for _, v := range f[MetadataQuotaModeViolations].GetListValue().GetValues() {
+			idx = append(idx, v.GetNumberValue())
+		}
+		return f[MetadataQuotaModeEnabled].GetBoolValue(), idx
+	}
+	resp := h.call(t, request(desc("remote_address", "a"), desc("service", "service_1")))
+	wantCodes(t, resp, ok, ok, ok)
+	if on, v := meta(resp); !on || len(v) != 0 {
+		t.Errorf("within the quota: metadata %v", resp.GetDynamicMetadata())
+	}
+	resp = h.call(t, request(desc("remote_address", "a"), desc("service", "service_1")))
+	wantCodes(t, resp, ok, ok, ok)
+	if on, v := meta(resp); !on || len(v) != 1 || v[0] != 1 {
+		t.Errorf("over the quota: metadata %v, want quotaModeEnabled and quotaModeViolations [1]", resp.GetDynamicMetadata())
+	}
+	if got := h.obs.last(t).Descriptors[1].Outcome; got != OutcomeShadowLimited {
+		t.Errorf("over the quota: outcome %s, want %s", got, OutcomeShadowLimited)
+	}
+	resp = h.call(t, request(desc("remote_address", "a"), desc("service", "service_1")))
+	wantCodes(t, resp, over, over, ok)
+	if on, v := meta(resp); !on || len(v) != 1 {
+		t.Errorf("over both: metadata %v", resp.GetDynamicMetadata())
+	}
+	if resp := h.call(t, request(desc("remote_address", "b"))); resp.GetDynamicMetadata() != nil {
+		t.Errorf("no quota-mode descriptor: metadata %v, want none", resp.GetDynamicMetadata())
+	}
+}
+
 func headerMap(resp *rlsv3.RateLimitResponse) map[string]string {
 	m := map[string]string{}
 	for _, h := range resp.ResponseHeadersToAdd {
