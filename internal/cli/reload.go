@@ -43,6 +43,10 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	// The named files as loaded: summed now, before anything is served,
+	// so that a change made once the gateway answers is always seen (the
+	// reload loop's goroutine may start later than that).
+	filesSum := sumFiles(ld.files)
 	for _, w := range ld.warnings {
 		logger.Warn(w, "config", path)
 	}
@@ -56,7 +60,7 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { reloadLoop(rctx, g, w, ld.files, path, hup, logger) })
+	wg.Go(func() { reloadLoop(rctx, g, w, ld.files, filesSum, path, hup, logger) })
 	err = g.Run(ctx, ready)
 	stop()
 	wg.Wait()
@@ -69,9 +73,9 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 // reloadLoop reloads g from path on each SIGHUP and each change of the
 // file's content or of the files it names (the descriptor files, the lists'
 // files, identity.jwt's key files, the admin token file), one reload at a
-// time, until ctx is done.
-func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, path string, hup <-chan os.Signal, logger *slog.Logger) {
-	filesSum := sumFiles(files)
+// time, until ctx is done. filesSum is sumFiles(files) as of the running
+// configuration's load.
+func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, filesSum [sha256.Size]byte, path string, hup <-chan os.Signal, logger *slog.Logger) {
 	reload := func(data []byte, readErr error) {
 		_ = g.Reload(func() (gateway.Options, error) {
 			if readErr != nil {
