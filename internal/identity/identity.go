@@ -131,15 +131,15 @@ type Options struct {
 	// each token than it needs.
 	Claims []string
 	// MaxBadSignatures bounds the signature checks that fail, per client
-	// (an IPv4 address, an IPv6 /64; see ClaimsFrom): once a client's new
-	// tokens have failed their check at more than this many a second
-	// (with a burst of ten seconds' worth), its further new tokens are
-	// Throttled without a check until it is back within the rate. Tokens
-	// seen before are answered from the cache as ever, and a client's
-	// valid tokens verify as usual unless its forged ones exhaust its
-	// bound first. The bound's state is in memory, at most 65,536 clients
-	// (when full, those furthest from their bound make room first). Default 10; negative turns
-	// the bound off.
+	// (an IPv4 address, an IPv6 /64; see Claims and VerifyFrom): once a
+	// client's new tokens have failed their check at more than this many
+	// a second (with a burst of ten seconds' worth), its further new
+	// tokens are Throttled without a check until it is back within the
+	// rate. Tokens seen before are answered from the cache as ever, and a
+	// client's valid tokens verify as usual unless its forged ones exhaust
+	// its bound first. The bound's state is in memory, at most 65,536
+	// clients (when full, those furthest from their bound make room
+	// first). Default 10; negative turns the bound off.
 	MaxBadSignatures int
 	// CacheSize bounds the tokens whose verification is remembered.
 	// Default 50,000: about 25 MB when each keeps two short claims (see
