@@ -697,7 +697,7 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 // counter.
 func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bool {
 	var (
-		client  clientState
+		client  = clientState{lists: lists}
 		ipStart = -1
 		ipEnd   int
 	)

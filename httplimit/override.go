@@ -154,6 +154,8 @@ type clientState struct {
 
 	anchorDone, hasAnchor bool // the request's billing anchor (Tiers.Anchor)
 	anchor                calendar.Anchor
+
+	lists *listState // the request's client address, found once (clientAddr)
 }
 
 // claim returns a claim of the request's verified token and whether it has
@@ -162,8 +164,7 @@ func (l *Limiter) claim(r *http.Request, st *clientState, name string) (string, 
 	if !st.verified {
 		st.verified = true
 		if l.identity != nil {
-			a, _ := l.ip.Addr(r) // the zero Addr when r has none
-			st.claims = l.identity.Claims(r, a)
+			st.claims = l.identity.Claims(r, l.clientAddr(r, st.lists))
 		}
 	}
 	v, ok := st.claims[name]
