@@ -70,6 +70,20 @@ func storm(t *testing.T, stores []*redisstore.Store, p *sluice.Policy, key strin
 	return admitted.Load()
 }
 
+// wantLeasesPaid fails t unless the stores decided at least five times as
+// many requests locally as they made calls to Redis.
+func wantLeasesPaid(t *testing.T, stores []*redisstore.Store) {
+	t.Helper()
+	var local, calls int64
+	for _, s := range stores {
+		st := s.QuotaStats()
+		local, calls = local+st.Local, calls+st.Calls
+	}
+	if calls*5 > local {
+		t.Errorf("%d calls to Redis for %d local decisions: leases did not pay", calls, local)
+	}
+}
+
 // unused sums the stores' leased but unspent units.
 func unused(stores []*redisstore.Store) int64 {
 	var n int64
@@ -111,14 +125,7 @@ func TestQuotaLeaseFixedWindowExact(t *testing.T) {
 		t.Logf("window %d: admitted %d, held unspent %d", w, got, held)
 		clk.Advance(time.Second)
 	}
-	var local, calls int64
-	for _, s := range stores {
-		st := s.QuotaStats()
-		local, calls = local+st.Local, calls+st.Calls
-	}
-	if calls*5 > local {
-		t.Errorf("%d calls to Redis for %d local decisions: leases did not pay", calls, local)
-	}
+	wantLeasesPaid(t, stores)
 }
 
 // A bucket's lease records keep leases exact: tokens held unspent in a
@@ -285,14 +292,7 @@ func TestQuotaAsyncBound(t *testing.T) {
 		}
 		t.Logf("window %d: admitted %d (limit %d, bound %d)", w, admitted, count, bound)
 	}
-	var local, calls int64
-	for _, s := range stores {
-		st := s.QuotaStats()
-		local, calls = local+st.Local, calls+st.Calls
-	}
-	if calls*5 > local {
-		t.Errorf("%d calls for %d local decisions", calls, local)
-	}
+	wantLeasesPaid(t, stores)
 }
 
 func TestSyncValidation(t *testing.T) {
