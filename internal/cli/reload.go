@@ -61,10 +61,22 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { reloadLoop(rctx, g, w, ld.files, filesSum, path, hup, logger) })
-	err = g.Run(ctx, ready)
+	// Once every listener listens, the gateway logs how it stops, an
+	// error included; before that (a port in use, an address this host
+	// does not have) it returns the error to be told here.
+	listening := false
+	err = g.Run(ctx, func(listen, admin net.Addr) {
+		listening = true
+		if ready != nil {
+			ready(listen, admin)
+		}
+	})
 	stop()
 	wg.Wait()
 	if err != nil {
+		if !listening {
+			fmt.Fprintf(stderr, "sluice serve: cannot start: %v\n", err)
+		}
 		return 1
 	}
 	return 0

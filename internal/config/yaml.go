@@ -383,14 +383,26 @@ func (d *decoder) document(data []byte, emptyPath, empty string) (*yaml.Node, bo
 	return doc.Content[0], true
 }
 
-// hostPort decodes a listener's address, host:port with a port.
+// hostPort decodes a listener's address: host:port, the port a number
+// from 0 to 65535 (0 picks a free port) or a service name this host knows
+// (http). The host may be empty (every address) or a name.
 func (d *decoder) hostPort(n *yaml.Node, path, example string) (string, bool) {
 	a, ok := d.str(n, path)
 	if !ok {
 		return "", false
 	}
-	if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil || port == "" {
 		d.add(n, path, "want host:port, such as %s, got %q", example, a)
+		return "", false
+	}
+	numeric := strings.Trim(port, "+-0123456789") == ""
+	if _, err := net.LookupPort("tcp", port); err != nil || (numeric && strings.ContainsAny(port, "+-")) {
+		if numeric {
+			d.add(n, path, "port %s: want a number from 0 to 65535 (0 for any free port), such as %s", port, example)
+		} else {
+			d.add(n, path, "port %q: want a number from 0 to 65535 or a known service name such as http, got %q", port, a)
+		}
 		return "", false
 	}
 	return a, true
