@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/filewatch"
 	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/rls"
@@ -89,21 +92,38 @@ func forwardAuthOptions(fa *config.ForwardAuth) *gateway.ForwardAuthOptions {
 	return &gateway.ForwardAuthOptions{Listen: fa.Listen, TrustedProxies: fa.TrustedProxies}
 }
 
-// check validates the file and summarises it.
+// check validates the file as serve loads it, and summarises it.
 func check(path string) (summary string, warns []string, err error) {
-	cfg, err := config.Load(path)
+	data, err := readConfig(filewatch.New(path, nil, config.MaxSize), path)
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := options(cfg); err != nil {
+	_, ld, err := loadOptions(path, data)
+	if err != nil {
 		return "", nil, err
 	}
-	if cfg.Admin.API {
-		if _, err := cfg.Admin.Token(path); err != nil {
-			return "", nil, err
-		}
+	return summarize(ld.cfg), ld.warnings, nil
+}
+
+// readConfig reads the config file at path through w, wording a file that
+// cannot be read the same way for serve and check-config: "PATH: cannot
+// read the config file: no such file or directory".
+func readConfig(w *filewatch.Watcher, path string) ([]byte, error) {
+	data, err := w.Read()
+	if err != nil {
+		return nil, unreadable(path, "the config file", err)
 	}
-	return summarize(cfg), warnings(cfg), nil
+	return data, nil
+}
+
+// unreadable words a file that cannot be read: its path, what it is, and
+// why, without the operation the error names ("open PATH: ").
+func unreadable(path, what string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: cannot read %s: %w", path, what, err)
 }
 
 // summarize says in a few words what a valid file runs.

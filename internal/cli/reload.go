@@ -33,9 +33,9 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 	defer signal.Stop(hup)
 
 	w := filewatch.New(path, nil, config.MaxSize)
-	data, err := w.Read()
+	data, err := readConfig(w, path)
 	if err != nil {
-		fmt.Fprintln(stderr, "config:", err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	opts, ld, err := loadOptions(path, data)
@@ -91,7 +91,7 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 	reload := func(data []byte, readErr error) {
 		_ = g.Reload(func() (gateway.Options, error) {
 			if readErr != nil {
-				return gateway.Options{}, fmt.Errorf("config: %w", readErr)
+				return gateway.Options{}, unreadable(path, "the config file", readErr)
 			}
 			opts, ld, err := loadOptions(path, data)
 			if err == nil {
@@ -145,6 +145,7 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 // whose changes reload it too, so that a rotated token or a changed
 // descriptor applies within a second.
 type loaded struct {
+	cfg      *config.Config
 	warnings []string
 	files    func() []string
 }
@@ -166,7 +167,7 @@ func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
 			return gateway.Options{}, loaded{}, err
 		}
 	}
-	ld := loaded{warnings: warnings(cfg)}
+	ld := loaded{cfg: cfg, warnings: warnings(cfg)}
 	var token string
 	if cfg.Admin.API {
 		token = cfg.Admin.TokenPath(path)
