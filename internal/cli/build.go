@@ -145,7 +145,26 @@ func summarize(cfg *config.Config) string {
 		}
 		parts = append(parts, fmt.Sprintf("rate-limit service with %d domains", n))
 	}
+	if c := overrideClient(cfg); c != "" {
+		parts = append(parts, c)
+	}
 	return strings.Join(append(parts, "store "+cfg.Store.Backend), ", ")
+}
+
+// overrideClient says what identifies a client for the admin API's
+// per-client overrides when the file leaves it implied (no tiers.client):
+// "" when it says so itself, or has no tiers.from and so no overrides.
+func overrideClient(cfg *config.Config) string {
+	t := cfg.Limiter.Tiers
+	switch {
+	case t.From == (httplimit.KeyPart{}):
+		return ""
+	case t.Client == (httplimit.KeyPart{}):
+		return fmt.Sprintf("per-client overrides keyed by %s (tiers.from)", t.From)
+	case t.From.Source == httplimit.SourceJWT && t.Client == httplimit.JWT("sub"):
+		return "per-client overrides keyed by jwt:sub (the token's subject)"
+	}
+	return ""
 }
 
 // warnings lists the settings of a valid file that are risky: check-config
@@ -164,8 +183,12 @@ func warnings(cfg *config.Config) []string {
 			ws = append(ws, fmt.Sprintf("identity.jwt has no %s: any token the keys signed is accepted, including ones issued for other services", strings.Join(missing, " and ")))
 		}
 	}
-	if src := cfg.Limiter.Tiers.From.Source; src != 0 && src != httplimit.SourceJWT && cfg.Limiter.Tiers.Keys == nil {
-		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
+	t := cfg.Limiter.Tiers
+	if src := t.From.Source; src != 0 && src != httplimit.SourceJWT && t.Keys == nil {
+		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", t.From))
+		if t.Client == (httplimit.KeyPart{}) {
+			ws = append(ws, fmt.Sprintf("per-client overrides (admin API) are keyed by %s, whose values are tier names, not clients: set tiers.client to what identifies a client, such as header:X-API-Key", t.From))
+		}
 	}
 	return ws
 }

@@ -246,3 +246,43 @@ func TestQuickstartDelays(t *testing.T) {
 		t.Errorf("serve exited with %d: %s", c, log)
 	}
 }
+
+// check-config says what identifies a client for the admin API's
+// per-client overrides when the file leaves it implied, and warns when
+// that is a tier name rather than a client.
+func TestCheckConfigSaysWhatIdentifiesAClient(t *testing.T) {
+	const rules = "upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, tiers: {premium: {limit: 2}}}]\n"
+	const wrongKey = "warning: per-client overrides (admin API) are keyed by header:X-Plan, whose values are tier names, not clients: set tiers.client to what identifies a client, such as header:X-API-Key"
+	dir := t.TempDir()
+	pem, err := filepath.Abs("../../examples/jwt/demo-issuer.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, tiers string
+		summary     string // in the OK line; "" for no mention of overrides
+		warn        bool   // the warning about overrides keyed by tier names
+	}{
+		{"no tiers", "", "", false},
+		{"tiers as sent, no client", "tiers: {from: header:X-Plan}\n", "per-client overrides keyed by header:X-Plan (tiers.from)", true},
+		{"tiers as sent, a client", "tiers: {from: header:X-Plan, client: header:X-API-Key}\n", "", false},
+		{"tiers looked up by key", "tiers: {from: header:X-API-Key, keys: {k1: premium}}\n", "per-client overrides keyed by header:X-Api-Key (tiers.from)", false},
+		{"tiers from a token", "identity: {jwt: {keys: [" + pem + "], algorithms: [EdDSA], issuer: i, audience: a}}\ntiers: {from: jwt:plan}\n", "per-client overrides keyed by jwt:sub (the token's subject)", false},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+		if err := os.WriteFile(path, []byte(tc.tiers+rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if c := cli.Run(context.Background(), []string{"check-config", path}, &out, &errb); c != 0 {
+			t.Errorf("%s: exit %d, stderr %q", tc.name, c, errb.String())
+			continue
+		}
+		if got := strings.Contains(out.String(), "per-client overrides"); tc.summary == "" && got || tc.summary != "" && !strings.Contains(out.String(), tc.summary) {
+			t.Errorf("%s: stdout %q, want %q in the summary", tc.name, out.String(), tc.summary)
+		}
+		if got := strings.Contains(errb.String(), wrongKey); got != tc.warn {
+			t.Errorf("%s: stderr %q; want the warning about overrides keyed by tier names: %v", tc.name, errb.String(), tc.warn)
+		}
+	}
+}

@@ -28,7 +28,7 @@ func TestQuickstartLoads(t *testing.T) {
 	if c.Limiter.Headers != httplimit.HeadersIETF|httplimit.HeadersLegacy {
 		t.Errorf("headers: got %v", c.Limiter.Headers)
 	}
-	if c.Limiter.Tiers.From != httplimit.Header("X-Plan") || c.Limiter.Tiers.Default != "free" {
+	if c.Limiter.Tiers.From != httplimit.Header("X-Plan") || c.Limiter.Tiers.Client != httplimit.Header("X-API-Key") || c.Limiter.Tiers.Default != "free" {
 		t.Errorf("tiers: got %+v", c.Limiter.Tiers)
 	}
 	tb := func(n, burst int64) sluice.Limit {
