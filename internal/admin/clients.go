@@ -106,7 +106,43 @@ func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch 
 	}
 	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "anchor", e.Anchor, "until", e.Until)
 	got, _ := a.opts.Overrides.Get(client)
-	reply(w, http.StatusOK, got)
+	var warning string
+	if b.Anchor != nil && e.Anchor != "" && !calendarQuotas(st.Limiter, e) {
+		warning = fmt.Sprintf("the anchor %s has no effect: no rule has a calendar quota (period day, week, month or year), nor has the client's own limits", e.Anchor)
+	}
+	reply(w, http.StatusOK, clientReply{got, warning})
+}
+
+// clientReply is an override as PUT and PATCH answer it: with a warning
+// when a setting the request made has no effect (an anchor, on a
+// configuration without calendar quotas).
+type clientReply struct {
+	overrides.Entry
+	Warning string `json:"warning,omitempty"`
+}
+
+// calendarQuotas reports whether a billing anchor can apply to e's client:
+// whether some rule (its default limit or a tier's) or e's own limits are
+// calendar quotas.
+func calendarQuotas(lim *httplimit.Limiter, e overrides.Entry) bool {
+	for _, name := range lim.Rules() {
+		r, _ := lim.Rule(name)
+		if r.Limit.Calendar != nil {
+			return true
+		}
+		for _, l := range r.Tiers {
+			if l.Calendar != nil {
+				return true
+			}
+		}
+	}
+	for _, l := range e.Limits {
+		switch l.Period {
+		case "day", "week", "month", "year":
+			return true
+		}
+	}
+	return false
 }
 
 func (a *api) deleteClient(w http.ResponseWriter, r *http.Request, _ State) {

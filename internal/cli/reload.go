@@ -33,9 +33,9 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 	defer signal.Stop(hup)
 
 	w := filewatch.New(path, nil, config.MaxSize)
-	data, err := w.Read()
+	data, err := readConfig(w, path)
 	if err != nil {
-		fmt.Fprintln(stderr, "config:", err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	opts, ld, err := loadOptions(path, data)
@@ -61,10 +61,22 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { reloadLoop(rctx, g, w, ld.files, filesSum, path, hup, logger) })
-	err = g.Run(ctx, ready)
+	// Once every listener listens, the gateway logs how it stops, an
+	// error included; before that (a port in use, an address this host
+	// does not have) it returns the error to be told here.
+	listening := false
+	err = g.Run(ctx, func(listen, admin net.Addr) {
+		listening = true
+		if ready != nil {
+			ready(listen, admin)
+		}
+	})
 	stop()
 	wg.Wait()
 	if err != nil {
+		if !listening {
+			fmt.Fprintf(stderr, "sluice serve: cannot start: %v\n", err)
+		}
 		return 1
 	}
 	return 0
@@ -79,7 +91,7 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 	reload := func(data []byte, readErr error) {
 		_ = g.Reload(func() (gateway.Options, error) {
 			if readErr != nil {
-				return gateway.Options{}, fmt.Errorf("config: %w", readErr)
+				return gateway.Options{}, unreadable(path, "the config file", readErr)
 			}
 			opts, ld, err := loadOptions(path, data)
 			if err == nil {
@@ -133,6 +145,7 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 // whose changes reload it too, so that a rotated token or a changed
 // descriptor applies within a second.
 type loaded struct {
+	cfg      *config.Config
 	warnings []string
 	files    func() []string
 }
@@ -154,7 +167,7 @@ func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
 			return gateway.Options{}, loaded{}, err
 		}
 	}
-	ld := loaded{warnings: warnings(cfg)}
+	ld := loaded{cfg: cfg, warnings: warnings(cfg)}
 	var token string
 	if cfg.Admin.API {
 		token = cfg.Admin.TokenPath(path)

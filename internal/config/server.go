@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"time"
@@ -44,16 +43,16 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":
-			a, ok := d.str(v, p)
-			if !ok {
-				return
-			}
-			if key == "admin" && (a == "off" || a == "") {
+			if r := resolve(v); key == "admin" && r.Kind == yaml.ScalarNode && r.Tag != "!!null" && (r.Value == "off" || r.Value == "") {
 				s.Admin = ""
 				return
 			}
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				d.add(v, p, "want host:port, such as 127.0.0.1:8080, got %q", a)
+			example := "127.0.0.1:8080"
+			if key == "admin" {
+				example = "127.0.0.1:9090"
+			}
+			a, ok := d.hostPort(v, p, example)
+			if !ok {
 				return
 			}
 			if key == "listen" {
