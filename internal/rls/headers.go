@@ -70,7 +70,7 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 			}
 			t := s.resetOf(c, i)
 			switch {
-			case it.kind == kindOver && !never:
+			case it.kind == kindOver && !never: // the first limit that never admits the request keeps it out longest
 				never, longest, retry = true, len(idx), t
 			case never:
 			case longest < 0 || t > retry:
