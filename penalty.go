@@ -163,7 +163,7 @@ func (p *Policy) PenaltySlot() uint32 { return p.penaltySlot }
 // Remaining zero, and the binding limit is limit 0.
 func BlockedDecision(p *Policy, retry time.Duration, now int64) Decision {
 	return Decision{
-		Limit:      p.rules[0].Count(),
+		Limit:      p.rules[0].Burst(),
 		RetryAfter: retry,
 		ResetAfter: retry,
 		Time:       time.Unix(0, now),

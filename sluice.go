@@ -367,11 +367,14 @@ func (p *Policy) CheckCost(n int64) error {
 type Decision struct {
 	// Allowed reports whether the request was admitted (and charged).
 	Allowed bool
-	// Limit is the Count of the binding limit: when allowed, the limit with
-	// the fewest units remaining; when denied, the denying limit with the
-	// longest RetryAfter.
+	// Limit is the most units the binding limit can hold, the ceiling of
+	// Remaining: its Burst for TokenBucket and GCRA (larger or smaller
+	// than its Count), its Count for the window algorithms. The binding
+	// limit is, when allowed, the limit with the fewest units remaining;
+	// when denied, the denying limit with the longest RetryAfter.
 	Limit int64
-	// Remaining is how many units the binding limit would still admit now.
+	// Remaining is how many units the binding limit would still admit now,
+	// from 0 to Limit.
 	Remaining int64
 	// RetryAfter is how long until the same request would be admitted, if
 	// nothing else is admitted meanwhile. Zero when allowed.
@@ -395,11 +398,12 @@ type Decision struct {
 func (d Decision) ResetTime() time.Time { return d.Time.Add(d.ResetAfter) }
 
 // MakeDecision converts the status of the binding limit, limit i of p, at
-// time now (nanoseconds since the Unix epoch) into a Decision. Stores use it.
+// time now (nanoseconds since the Unix epoch) into a Decision, whose Limit
+// is the limit's Burst (its Count for a window). Stores use it.
 func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
 	return Decision{
 		Allowed:    s.Allowed,
-		Limit:      p.rules[i].Count(),
+		Limit:      p.rules[i].Burst(),
 		Remaining:  s.Remaining,
 		RetryAfter: time.Duration(s.RetryAfter),
 		ResetAfter: time.Duration(s.ResetAfter),

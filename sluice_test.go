@@ -205,3 +205,45 @@ func TestParseAlgorithm(t *testing.T) {
 		t.Errorf("ParseAlgorithm(leaky) error = %v, want one listing the valid names", err)
 	}
 }
+
+// TestDecisionLimitBoundsRemaining: a Decision's Limit is the most units
+// its binding limit can hold, so Remaining never exceeds it: a bucket's
+// Burst, whether it is larger or smaller than its Count, and a window's
+// Count.
+func TestDecisionLimitBoundsRemaining(t *testing.T) {
+	tests := []struct {
+		name      string
+		limit     sluice.Limit
+		wantLimit int64
+	}{
+		{"bucket, burst above the rate", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 20, Period: time.Second, Burst: 40}, 40},
+		{"gcra, burst below the rate", sluice.Limit{Algorithm: sluice.GCRA, Count: 60, Period: time.Minute, Burst: 20}, 20},
+		{"bucket, no burst", sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Second}, 10},
+		{"window", sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 5, Period: time.Minute}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, _ := newStore(t)
+			lim, err := sluice.New(store, "capacity", tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := lim.Peek(context.Background(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Limit != tt.wantLimit || d.Remaining != tt.wantLimit {
+				t.Errorf("fresh key: got limit %d, remaining %d; want %d and %d", d.Limit, d.Remaining, tt.wantLimit, tt.wantLimit)
+			}
+			for i := range tt.wantLimit + 1 {
+				d, err := lim.Allow(context.Background(), "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Limit != tt.wantLimit || d.Remaining > d.Limit {
+					t.Fatalf("request %d: got limit %d, remaining %d; want limit %d and remaining at most that", i, d.Limit, d.Remaining, tt.wantLimit)
+				}
+			}
+		})
+	}
+}

@@ -76,6 +76,9 @@ func serviceOptions(s *config.Service) *gateway.ServiceOptions {
 			o.Headers |= rls.HeadersLegacy
 		case "retry_after":
 			o.Headers |= rls.HeadersRetryAfter
+		case "envoy":
+			o.Headers |= rls.HeadersEnvoy
+			o.EnvoyHeaderNames = rls.EnvoyHeaderNames(s.EnvoyHeaders)
 		}
 	}
 	if o.Headers == 0 {

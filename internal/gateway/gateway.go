@@ -124,10 +124,11 @@ type ServiceOptions struct {
 	HTTP string
 	// Rules is the descriptor tree. Required.
 	Rules *descriptor.Set
-	// OnStoreError, Headers and Anchor are rls.Options'.
-	OnStoreError rls.Failure
-	Headers      rls.Headers
-	Anchor       string
+	// OnStoreError, Headers, EnvoyHeaderNames and Anchor are rls.Options'.
+	OnStoreError     rls.Failure
+	Headers          rls.Headers
+	EnvoyHeaderNames rls.EnvoyHeaderNames
+	Anchor           string
 }
 
 // ForwardAuthOptions configure the forward-auth endpoint.
@@ -230,7 +231,7 @@ func New(opts Options) (*Gateway, error) {
 		}
 		if err == nil {
 			g.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: m, OnStoreError: so.OnStoreError, Headers: so.Headers,
-				Overrides: g.dov, Anchor: so.Anchor})
+				EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
 		}
 		if err != nil {
 			g.Close()

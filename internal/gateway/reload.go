@@ -164,6 +164,7 @@ func restartOnly(run, file Options) []setting {
 		add("service.http", rs.HTTP, fs.HTTP)
 		add("service.on_store_error", rs.OnStoreError, fs.OnStoreError)
 		add("service.headers", rs.Headers, fs.Headers)
+		add("service.envoy_headers", rs.EnvoyHeaderNames, fs.EnvoyHeaderNames)
 		add("service.anchor", rs.Anchor, fs.Anchor)
 	}
 	r, f := run.Redis, file.Redis

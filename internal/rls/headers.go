@@ -25,12 +25,20 @@ const (
 // headers returns the rate-limit headers for the client's response, as the
 // gateway writes them: an admitted request's describe the enforced limit
 // closest to its limit (fewest remaining, then longest until reset); a
-// rejected one's describe every limit that rejected it, the legacy ones the
-// limit that keeps the client out longest. Shadow limits never show. Every
-// value is cut from one string.
+// rejected one's describe every limit that rejected it, the legacy and
+// envoyproxy/ratelimit ones the limit that keeps the client out longest. A
+// request that can never pass (a cost beyond a limit's capacity, or a limit
+// of zero requests) gets no Retry-After, and its legacy reset is when that
+// limit is full again. Shadow limits never show. Every value is cut from
+// one string.
 func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 	idx := c.idx[:0]
-	var retry time.Duration
+	// wait is what the legacy and envoyproxy/ratelimit resets tell: until
+	// the limit is full again when admitted, until a retry would pass when
+	// over, until the limit is full again when no retry can pass.
+	var wait time.Duration
+	never := false
+	var secs int64 // Retry-After, when a retry can pass
 	if !over {
 		best := -1
 		for i := range c.items {
@@ -51,14 +59,21 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 			return nil
 		}
 		idx = append(idx, best)
+		wait = c.items[best].d.ResetAfter
 	} else {
 		longest := -1
+		var retry time.Duration
 		for i := range c.items {
-			if c.items[i].outcome != OutcomeLimited {
+			it := &c.items[i]
+			if it.outcome != OutcomeLimited {
 				continue
 			}
 			t := s.resetOf(c, i)
-			if longest < 0 || t > retry {
+			switch {
+			case it.kind == kindOver && !never: // the first limit that never admits the request keeps it out longest
+				never, longest, retry = true, len(idx), t
+			case never:
+			case longest < 0 || t > retry:
 				longest, retry = len(idx), t
 			}
 			idx = append(idx, i)
@@ -67,13 +82,19 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 			return nil
 		}
 		idx[0], idx[longest] = idx[longest], idx[0]
+		if never {
+			wait = retry
+		} else {
+			secs = max(ceilSeconds(retry), 1)
+			wait = time.Duration(secs) * time.Second
+		}
 	}
 	c.idx = idx
 
 	h := s.opts.Headers
 	b := c.hdr[:0]
-	var names [6]string
-	var ends [6]int
+	var names [9]string
+	var ends [9]int
 	k := 0
 	mark := func(name string) {
 		names[k], ends[k] = name, len(b)
@@ -96,35 +117,38 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 		}
 		mark(headerRateLimit)
 	}
-	secs := max(ceilSeconds(retry), 1)
-	if h&HeadersLegacy != 0 {
+	if h&(HeadersLegacy|HeadersEnvoy) != 0 {
 		i := idx[0]
 		d := &c.items[i].d
-		lim := d.Limit
-		if c.items[i].kind == kindOver {
-			lim = limitOf(c.ms[i].Rule, d.Index).Count
+		lim := capacityOf(c, i)
+		if h&HeadersLegacy != 0 {
+			b = strconv.AppendInt(b, lim, 10)
+			mark(headerLimit)
+			b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+			mark(headerRemaining)
+			now := d.Time
+			if now.IsZero() {
+				now = time.Now()
+			}
+			at := now.Add(wait)
+			sec := at.Unix()
+			if at.Nanosecond() > 0 {
+				sec++
+			}
+			b = strconv.AppendInt(b, sec, 10)
+			mark(headerReset)
 		}
-		b = strconv.AppendInt(b, lim, 10)
-		mark(headerLimit)
-		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
-		mark(headerRemaining)
-		reset := d.ResetAfter
-		if over {
-			reset = time.Duration(secs) * time.Second
+		if h&HeadersEnvoy != 0 {
+			n := &s.opts.EnvoyHeaderNames
+			b = strconv.AppendInt(b, lim, 10)
+			mark(n.Limit)
+			b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
+			mark(n.Remaining)
+			b = strconv.AppendInt(b, ceilSeconds(wait), 10)
+			mark(n.Reset)
 		}
-		now := d.Time
-		if now.IsZero() {
-			now = time.Now()
-		}
-		at := now.Add(reset)
-		sec := at.Unix()
-		if at.Nanosecond() > 0 {
-			sec++
-		}
-		b = strconv.AppendInt(b, sec, 10)
-		mark(headerReset)
 	}
-	if over && h&HeadersRetryAfter != 0 {
+	if over && !never && h&HeadersRetryAfter != 0 {
 		b = strconv.AppendInt(b, secs, 10)
 		mark(headerRetryAfter)
 	}
@@ -144,19 +168,35 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 	return ptrs
 }
 
-// resetOf is the time the RateLimit t parameter tells for descriptor i:
-// until the limit is full again when admitted, until the request would be
-// admitted when over, and the limit's period for a limit that can never
-// admit it.
+// resetOf is the time descriptor i's status and RateLimit t parameter
+// tell: until the limit is full again when admitted, until the request
+// would be admitted when over, until the limit is full again when the
+// request can never be admitted (a cost beyond its capacity), and the
+// limit's period for a limit whose state is unknown (zero requests per
+// unit, or a store that could not tell).
 func (s *Service) resetOf(c *call, i int) time.Duration {
 	it := &c.items[i]
-	if it.kind == kindOver && it.d.Time.IsZero() {
+	switch {
+	case it.kind == kindOver && it.d.Time.IsZero():
 		return display(c.ms[i].Rule, it.d.Index).Period
-	}
-	if it.d.Allowed {
+	case it.kind == kindOver, it.d.Allowed:
 		return it.d.ResetAfter
 	}
 	return it.d.RetryAfter
+}
+
+// capacityOf is the Limit the legacy and envoyproxy/ratelimit headers
+// show for descriptor i: the most its binding limit can hold, as
+// sluice.Decision.Limit, so that the units remaining never exceed it.
+func capacityOf(c *call, i int) int64 {
+	d := &c.items[i].d
+	if !d.Time.IsZero() {
+		return d.Limit
+	}
+	if p := c.ms[i].Rule.Policy; p != nil && d.Index >= 0 && d.Index < p.Len() {
+		return p.Rule(d.Index).Burst()
+	}
+	return display(c.ms[i].Rule, d.Index).Count
 }
 
 // limitOf returns limit i of r as a sluice.Limit, for rendering.

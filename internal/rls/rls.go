@@ -31,11 +31,17 @@
 // and the counters a descriptor's enforce leaves in shadow mode
 // (descriptor.Match.Shadow), are decided on their own after the batch
 // (charged only when the request is admitted) and never reject; they are
-// reported as shadow_limited when over.
+// reported as shadow_limited when over, and, as an enforced limit would
+// be, charged nothing then: shadow mode is a dry run of enforcement.
 // Unlimited descriptors, allow-listed ones (a node without a limit) and
 // descriptors that match no rule are OK with no limit. A cost larger than
 // anything a limit could ever admit is OVER_LIMIT for that descriptor, not
-// an error.
+// an error; its status tells the limit's state, uncharged, and the answer
+// has no Retry-After.
+//
+// current_limit is the limit exactly, with unit_multiplier where its
+// period is not one whole unit (descriptor.Display), and
+// duration_until_reset is in whole seconds, rounded up.
 //
 // # Failures
 //
@@ -60,10 +66,12 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
@@ -103,6 +111,27 @@ const (
 	HeadersRetryAfter
 	// HeadersOff adds no header at all.
 	HeadersOff
+	// HeadersEnvoy adds the three headers envoyproxy/ratelimit adds when
+	// its LIMIT_RESPONSE_HEADERS_ENABLED is set, under the names of
+	// Options.EnvoyHeaderNames: the limit, the units remaining and the
+	// seconds until the reset (not a Unix time), describing the limit the
+	// legacy headers describe.
+	HeadersEnvoy
+)
+
+// EnvoyHeaderNames are the names of the HeadersEnvoy headers, as
+// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER set them. An empty name is its default:
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, as there.
+type EnvoyHeaderNames struct {
+	Limit, Remaining, Reset string
+}
+
+// The default EnvoyHeaderNames, envoyproxy/ratelimit's own.
+const (
+	DefaultEnvoyLimitHeader     = "RateLimit-Limit"
+	DefaultEnvoyRemainingHeader = "RateLimit-Remaining"
+	DefaultEnvoyResetHeader     = "RateLimit-Reset"
 )
 
 // DefaultHeaders is what a zero Options.Headers selects.
@@ -148,6 +177,9 @@ type Options struct {
 	OnStoreError Failure
 	// Headers selects the response headers. Default DefaultHeaders.
 	Headers Headers
+	// EnvoyHeaderNames name the HeadersEnvoy headers; see EnvoyHeaderNames
+	// for the defaults.
+	EnvoyHeaderNames EnvoyHeaderNames
 	// MaxDescriptors bounds the descriptors of one request. Default 64.
 	MaxDescriptors int
 	// MaxEntries bounds the entries of one descriptor. Default 32.
@@ -225,6 +257,18 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.Headers&HeadersOff != 0 {
 		opts.Headers = HeadersOff
+	}
+	n := &opts.EnvoyHeaderNames
+	for _, f := range []struct {
+		name *string
+		def  string
+	}{{&n.Limit, DefaultEnvoyLimitHeader}, {&n.Remaining, DefaultEnvoyRemainingHeader}, {&n.Reset, DefaultEnvoyResetHeader}} {
+		if *f.name == "" {
+			*f.name = f.def
+		}
+		if !httpguts.ValidHeaderFieldName(*f.name) {
+			return nil, fmt.Errorf("rls: invalid header name %q in EnvoyHeaderNames", *f.name)
+		}
 	}
 	if opts.MaxDescriptors <= 0 {
 		opts.MaxDescriptors = DefaultMaxDescriptors
@@ -306,7 +350,7 @@ type kind uint8
 
 const (
 	kindNone   kind = iota // no limit applies
-	kindOver               // over without asking the store: deny-all, or a cost beyond capacity
+	kindOver               // never admitted: deny-all, or a cost beyond capacity
 	kindPeek               // hits 0: checked, not charged
 	kindBatch              // charged with the others through TakeAll
 	kindShadow             // shadow mode, decided alone
@@ -523,6 +567,21 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 
 	// Checks first: a request over a checked limit is rejected before
 	// anything is charged.
+	//
+	// A check (a cost of 0) passes when one more unit would: at exactly
+	// its limit it is OVER_LIMIT. envoyproxy/ratelimit decides a
+	// descriptor by its counter after adding the request's hits, refusing
+	// only a count above the limit (limiter/base_limiter.go: over when
+	// limitAfterIncrease > the limit's requests_per_unit; the Redis fixed
+	// window cache adds the hits with INCRBY, here 0, so the count after
+	// is the count before); so its check at exactly the limit is OK with 0
+	// remaining, and only a counter already past the limit refuses it. Its
+	// counters pass their limits because it counts the hits of the
+	// requests it refuses. Sluice never counts a refused charge, so its
+	// counters stop at their limits, and a check that passed at the limit
+	// would pass for ever: checking on the request and charging a failure
+	// when the stream is done would then let every attempt through. The
+	// gateway's count rules check the same way (httplimit's peekCounted).
 	for i := range c.items {
 		it := &c.items[i]
 		if it.kind != kindPeek && it.kind != kindShadowPeek {
@@ -546,6 +605,22 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		it.d = d
 		if !d.Allowed && it.kind == kindPeek {
 			over = true
+		}
+	}
+
+	// A cost beyond a limit's capacity never passes, whatever the store
+	// says; its status tells the limit's true state, charging nothing.
+	// Should the store not tell (it failed, or its failure policy
+	// answered), the status says 0 remaining and the limit's period, and
+	// the request is refused all the same.
+	for i := range c.items {
+		it := &c.items[i]
+		if it.kind != kindOver || c.ms[i].Rule.Policy == nil {
+			continue
+		}
+		if d, err := s.opts.Store.Peek(ctx, c.ms[i].Rule.Policy, c.ms[i].Key); err == nil && !d.Degraded {
+			d.Allowed = false
+			it.d = d
 		}
 	}
 
@@ -765,16 +840,15 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 			RequestsPerUnit: disp.RequestsPerUnit,
 			Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(disp.Unit),
 		})
+		if disp.UnitMultiplier > 1 {
+			limits[len(limits)-1].UnitMultiplier = wrapperspb.UInt32(disp.UnitMultiplier)
+		}
 		st.CurrentLimit = &limits[len(limits)-1]
 		st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
-		reset := it.d.ResetAfter
-		if !it.d.Allowed {
-			reset = it.d.RetryAfter
-		}
-		if it.kind == kindOver && it.d.Time.IsZero() {
-			reset = disp.Period
-		}
-		durs = append(durs, durationpb.Duration{Seconds: int64(reset / time.Second), Nanos: int32(reset % time.Second)})
+		// Whole seconds, rounded up, as envoyproxy/ratelimit answers: Envoy
+		// reads only the seconds (its X-RateLimit-Reset), and a client told
+		// to wait less than the truth retries too early.
+		durs = append(durs, durationpb.Duration{Seconds: ceilSeconds(s.resetOf(c, i))})
 		st.DurationUntilReset = &durs[len(durs)-1]
 	}
 	resp.Statuses = ptrs
