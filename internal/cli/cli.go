@@ -54,7 +54,9 @@ valid but risky.
 
 const versionUsage = `Usage: sluice version
 
-Prints the version of this build of sluice (also: sluice --version).
+Prints the version of this build of sluice (also: sluice --version): the
+module version, the commit it was built from and whether that tree had
+uncommitted changes, and the Go version, as the Go toolchain recorded them.
 `
 
 // Run runs the command line args (without the program name) and returns the
@@ -181,7 +183,7 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 	if c.NArg() > 0 {
 		return c.fail("want no arguments, got %q", strings.Join(c.Args(), " "))
 	}
-	fmt.Fprintln(stdout, "sluice", version())
+	fmt.Fprint(stdout, versionText(debug.ReadBuildInfo()))
 	return 0
 }
 
@@ -228,13 +230,6 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: OK (%s)\n", file, summary)
 	return 0
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // newLogger returns serve's logger: text (logfmt) or JSON lines on w, at
