@@ -178,3 +178,27 @@ func TestCompletionCommand(t *testing.T) {
 		}
 	}
 }
+
+// FuzzComplete feeds arbitrary command lines to complete: it never panics,
+// every candidate extends the word under the cursor, and carries the part
+// of it before a flag's "=".
+func FuzzComplete(f *testing.F) {
+	f.Add("serve\x00--log-level\x00=\x00w")
+	f.Add("client\x00set-limit\x00--rule\x00r\x00--")
+	f.Add("descriptor\x00show\x00--\x00--")
+	f.Add("serve\x00--config=ex")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, line string) {
+		words := strings.Split(line, "\x00")
+		cands, _, prefix := complete(words)
+		cur := words[len(words)-1]
+		for _, c := range cands {
+			if !strings.HasPrefix(c.word, cur) {
+				t.Errorf("complete(%q) offers %q, which does not extend %q", words, c.word, cur)
+			}
+			if !strings.HasPrefix(c.word, prefix) {
+				t.Errorf("complete(%q) offers %q without its prefix %q", words, c.word, prefix)
+			}
+		}
+	})
+}
