@@ -22,6 +22,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	// The image's binary is built from this package: a change to it
+	// must rerun the test, whose result go test caches by its own
+	// binary and the files it reads (see readInputs).
+	_ "github.com/sluicehq/sluice/internal/cli"
 )
 
 // maxImageSize bounds the image: the binary (about 30 MB) and a few files.
@@ -182,6 +187,19 @@ func layerFiles(t *testing.T, image string, want ...string) (modes map[string]*t
 	return modes, content
 }
 
+// readInputs reads the files the image is built from besides the Go
+// packages, so that go test reruns the test when one changes (it caches a
+// result by the files the test itself reads, not those build.sh reads).
+func readInputs(t *testing.T) {
+	t.Helper()
+	for _, f := range []string{"../../Containerfile", "build.sh", "sluice.yaml", "../../LICENSE", "../../NOTICE",
+		"../../cmd/sluice/main.go", "../../go.mod", "../../go.sum"} {
+		if _, err := os.ReadFile(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestImage builds the image and checks it: a non-root numeric user, the
 // entrypoint and default config, the labels, its size, nothing in it but
 // the binary, the CA certificates, the config and the licenses, and a
@@ -189,6 +207,7 @@ func layerFiles(t *testing.T, image string, want ...string) (modes map[string]*t
 // checkout's commit. Then it runs the image where podman can (see
 // runContainer).
 func TestImage(t *testing.T) {
+	readInputs(t)
 	requirePodman(t)
 	head := git(t, "rev-parse", "HEAD")
 	start := time.Now()

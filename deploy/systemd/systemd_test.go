@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	// TestSystemdAnalyze builds the command from this package: a change
+	// to it must rerun the test, whose result go test caches.
+	_ "github.com/sluicehq/sluice/internal/cli"
 )
 
 // maxExposure bounds systemd-analyze security's exposure score (0 is the
