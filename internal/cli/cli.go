@@ -28,6 +28,7 @@ Usage:
   sluice descriptor ...          look at, reset or override a descriptor of the
                                  rate-limit service, through the admin API
   sluice version                 print the version (also: sluice --version)
+  sluice completion SHELL        print the completion script for bash, zsh or fish
   sluice help [COMMAND]          print this help, or COMMAND's
 
 Every command answers -h with its own usage. The config file format is
@@ -54,7 +55,9 @@ valid but risky.
 
 const versionUsage = `Usage: sluice version
 
-Prints the version of this build of sluice (also: sluice --version).
+Prints the version of this build of sluice (also: sluice --version): the
+module version, the commit it was built from and whether that tree had
+uncommitted changes, and the Go version, as the Go toolchain recorded them.
 `
 
 // Run runs the command line args (without the program name) and returns the
@@ -85,6 +88,8 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return adminCommand(ctx, args, stdout, stderr)
 	case "version":
 		return versionCmd(args[1:], stdout, stderr)
+	case "completion":
+		return completionCmd(args[1:], stdout, stderr)
 	case "--version", "-version":
 		return versionCmd(nil, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -99,7 +104,7 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			return badUsage(stderr, "sluice help", "sluice", "want one COMMAND, got %s", strings.Join(args[1:], " "))
 		}
 		switch args[1] {
-		case "serve", "check-config", "version", "client", "key", "descriptor":
+		case "serve", "check-config", "version", "completion", "client", "key", "descriptor":
 			return RunWithReady(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr, ready)
 		}
 		return badUsage(stderr, "sluice help", "sluice", "unknown command %q", args[1])
@@ -181,15 +186,13 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 	if c.NArg() > 0 {
 		return c.fail("want no arguments, got %q", strings.Join(c.Args(), " "))
 	}
-	fmt.Fprintln(stdout, "sluice", version())
+	fmt.Fprint(stdout, versionText(debug.ReadBuildInfo()))
 	return 0
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin net.Addr)) int {
 	c := newCommand("sluice serve", serveUsage, stderr)
-	path := c.String("config", "", "the config `FILE` (required)")
-	logFormat := c.String("log-format", "text", "the log `FORMAT`: text or json (JSON gives durations in seconds)")
-	logLevel := c.String("log-level", "info", "the log `LEVEL`: debug, info, warn or error")
+	path, logFormat, logLevel := serveFlags(c.FlagSet)
 	if code, done := c.parse(args, stdout); done {
 		return code
 	}
@@ -204,6 +207,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready f
 		return c.fail("%v", err)
 	}
 	return runGateway(ctx, *path, logger, stderr, ready)
+}
+
+// serveFlags defines serve's flags on fs (shell completion lists them from
+// here too).
+func serveFlags(fs *flag.FlagSet) (path, logFormat, logLevel *string) {
+	return fs.String("config", "", "the config `FILE` (required)"),
+		fs.String("log-format", "text", "the log `FORMAT`: text or json (JSON gives durations in seconds)"),
+		fs.String("log-level", "info", "the log `LEVEL`: debug, info, warn or error")
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
@@ -228,13 +239,6 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "%s: OK (%s)\n", file, summary)
 	return 0
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // newLogger returns serve's logger: text (logfmt) or JSON lines on w, at
