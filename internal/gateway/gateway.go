@@ -274,15 +274,23 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// overridesOptions are the options of an overrides set of the gateway's,
+// holding what: its reads are logged once per outage (and once on
+// recovery), and entries that cannot be used at most once a second.
+func (g *Gateway) overridesOptions(what string) (overrides.Options, *outageLog) {
+	skipLog := &logLimit{per: 1}
+	reads := &outageLog{log: g.log, what: what}
+	return overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
+		if skipLog.allow(time.Now()) {
+			g.log.Warn("a stored override cannot be used; it is skipped", "error", err)
+		}
+	}}, reads
+}
+
 // openOverrides opens the per-client overrides where the store keeps its
 // counters, reads them, and on Redis keeps reading them.
 func (g *Gateway) openOverrides() error {
-	failLog := &logLimit{per: 1}
-	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnError: func(err error) {
-		if failLog.allow(time.Now()) {
-			g.log.Warn("reading the per-client overrides failed; the last ones read stay in force", "error", err)
-		}
-	}}
+	o, reads := g.overridesOptions("the per-client overrides")
 	var err error
 	if g.redis != nil {
 		g.ov, err = overrides.NewRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
@@ -292,9 +300,7 @@ func (g *Gateway) openOverrides() error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	if err := g.ov.Refresh(context.Background()); err != nil {
-		o.OnError(err) // Redis may be down: Run keeps trying
-	}
+	reads.observe(g.ov.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
 		g.goBackground(g.ov.Run)
 	}
@@ -308,12 +314,7 @@ func (g *Gateway) openOverrides() error {
 // openDescriptorOverrides opens the rate-limit service's descriptor
 // overrides beside the per-client ones, as openOverrides does.
 func (g *Gateway) openDescriptorOverrides() error {
-	failLog := &logLimit{per: 1}
-	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnError: func(err error) {
-		if failLog.allow(time.Now()) {
-			g.log.Warn("reading the descriptor overrides failed; the last ones read stay in force", "error", err)
-		}
-	}}
+	o, reads := g.overridesOptions("the descriptor overrides")
 	var err error
 	if g.redis != nil {
 		g.dov, err = overrides.NewDescriptorRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
@@ -323,9 +324,7 @@ func (g *Gateway) openDescriptorOverrides() error {
 	if err != nil {
 		return err
 	}
-	if err := g.dov.Refresh(context.Background()); err != nil {
-		o.OnError(err) // Redis may be down: Run keeps trying
-	}
+	reads.observe(g.dov.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
 		g.goBackground(g.dov.Run)
 	}
