@@ -51,8 +51,16 @@ type Options struct {
 	Admin string
 	// Upstream is EchoUpstream or an http or https URL.
 	Upstream string
-	// ShutdownTimeout bounds the graceful shutdown. Default 10 s.
+	// ShutdownTimeout bounds the graceful shutdown: how long requests and
+	// calls in flight get to finish once the listeners stop accepting.
+	// Default 10 s.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long, on shutdown, every listener keeps
+	// serving after /readyz has turned 503 (and the service's health
+	// NOT_SERVING), before they stop accepting: the time load balancers
+	// need to see "not ready" and stop sending. ShutdownTimeout counts
+	// from its end. Default 0: none.
+	ShutdownDelay time.Duration
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included, so that
@@ -162,6 +170,9 @@ type Gateway struct {
 	admin    http.Handler
 	draining atomic.Bool
 	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
+	delay    atomic.Int64 // the current ShutdownDelay, in ns
+	// after waits out the shutdown delay: time.After, or a test's.
+	after func(time.Duration) <-chan time.Time
 
 	redis *redisstore.Store // nil on the memory backend
 	ov    *overrides.Set
@@ -200,6 +211,8 @@ func New(opts Options) (*Gateway, error) {
 	opts = withDefaults(opts)
 	g := &Gateway{opts: opts, log: opts.Logger}
 	g.shutdown.Store(int64(opts.ShutdownTimeout))
+	g.delay.Store(int64(opts.ShutdownDelay))
+	g.after = time.After
 	g.secret = make([]byte, 32)
 	_, _ = rand.Read(g.secret) // crypto/rand.Read never fails
 

@@ -29,7 +29,10 @@ import (
 type running struct {
 	url, admin string
 	logs       *syncBuffer
-	stop       func() error
+	stop       func() error  // shutdown, waits for Run, then Close
+	shutdown   func()        // begins the shutdown: Run's context ends
+	stopped    chan struct{} // closed when Run has returned runErr
+	runErr     error
 }
 
 type syncBuffer struct {
@@ -100,8 +103,9 @@ func start(t *testing.T, opts gateway.Options) *running {
 	return r
 }
 
-// launch is start, logging at level, and returns the gateway too.
-func launch(t *testing.T, opts gateway.Options, level slog.Level) (*running, *gateway.Gateway) {
+// launch is start, logging at level, and returns the gateway too; each of
+// prepare is called with it before it runs.
+func launch(t *testing.T, opts gateway.Options, level slog.Level, prepare ...func(*gateway.Gateway)) (*running, *gateway.Gateway) {
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
@@ -118,28 +122,30 @@ func launch(t *testing.T, opts gateway.Options, level slog.Level) (*running, *ga
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
+	for _, f := range prepare {
+		f(g)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
-	done := make(chan error, 1)
+	r := &running{logs: logs, shutdown: cancel, stopped: make(chan struct{})}
 	go func() {
-		done <- g.Run(ctx, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+		r.runErr = g.Run(ctx, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+		close(r.stopped)
 	}()
-	var a [2]net.Addr
 	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
+	case a := <-addrs:
+		r.url, r.admin = "http://"+a[0].String(), "http://"+a[1].String()
+	case <-r.stopped:
+		t.Fatalf("Run: %v", r.runErr)
 	}
-	r := &running{url: "http://" + a[0].String(), admin: "http://" + a[1].String(), logs: logs}
 	var once sync.Once
-	var stopErr error
 	r.stop = func() error {
 		once.Do(func() {
 			cancel()
-			stopErr = <-done
+			<-r.stopped
 			g.Close()
 		})
-		return stopErr
+		return r.runErr
 	}
 	t.Cleanup(func() { r.stop() })
 	return r, g
