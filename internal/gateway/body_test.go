@@ -61,7 +61,7 @@ func wantProblem(t *testing.T, what string, resp *http.Response, body []byte, co
 func TestSlowAndOversizedBodies(t *testing.T) {
 	o := serviceOptions(t)
 	o.Service.HTTP = "127.0.0.1:0"
-	o.ReadTimeout = 300 * time.Millisecond
+	o.ReadTimeout = time.Second
 	g, gw := startGW(t, o)
 	svc := gw.Addr(gateway.ListenerServiceHTTP).String()
 	admin := strings.TrimPrefix(g.admin, "http://")

@@ -73,7 +73,17 @@ func TestShutdownClosesTheAdminListenerLast(t *testing.T) {
 			}
 			t.Cleanup(func() { jc.Close() })
 			jc.SetReadDeadline(time.Now().Add(time.Minute)) // a safeguard
-			fmt.Fprintf(jc, "POST /json HTTP/1.1\r\nHost: sluice\r\nContent-Length: %d\r\n\r\n%s", len(jsonReq), jsonReq[:20])
+			// The server answers 100 Continue when the handler starts to
+			// read the body: then the request is surely in flight.
+			fmt.Fprintf(jc, "POST /json HTTP/1.1\r\nHost: sluice\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n", len(jsonReq))
+			jr := bufio.NewReader(jc)
+			if line, err := jr.ReadString('\n'); err != nil || !strings.HasPrefix(line, "HTTP/1.1 100 ") {
+				t.Fatalf("the /json request: %q %v, want 100 Continue", line, err)
+			}
+			if line, err := jr.ReadString('\n'); err != nil || line != "\r\n" {
+				t.Fatalf("the /json request: %q %v after 100 Continue, want an empty line", line, err)
+			}
+			io.WriteString(jc, jsonReq[:20])
 
 			adminServes := func(when string) {
 				t.Helper()
@@ -119,7 +129,7 @@ func TestShutdownClosesTheAdminListenerLast(t *testing.T) {
 			}
 			adminServes("while the /json request drains")
 			io.WriteString(jc, jsonReq[20:])
-			resp, err := http.ReadResponse(bufio.NewReader(jc), nil)
+			resp, err := http.ReadResponse(jr, nil)
 			if err != nil || resp.StatusCode != 200 {
 				t.Fatalf("the /json request in flight: %v %v, want 200", resp, err)
 			}
