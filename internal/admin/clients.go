@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // clientBody is the body of PUT and PATCH on a client. For PATCH, absent
@@ -32,7 +33,7 @@ func (a *api) getClient(w http.ResponseWriter, r *http.Request, _ State) {
 	client := r.PathValue("client")
 	e, ok := a.opts.Overrides.Get(client)
 	if !ok {
-		problem(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
+		problem.Write(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
 		return
 	}
 	reply(w, http.StatusOK, e)
@@ -83,25 +84,25 @@ func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch 
 		if *b.Until != "" {
 			t, err := time.Parse(time.RFC3339, *b.Until)
 			if err != nil {
-				problem(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *b.Until))
+				problem.Write(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *b.Until))
 				return
 			}
 			e.Until = t
 		}
 	}
 	if code, msg := check(st.Limiter, &e); code != 0 {
-		problem(w, code, msg)
+		problem.Write(w, code, msg)
 		return
 	}
 	switch err := a.opts.Overrides.Put(r.Context(), e); {
 	case errors.Is(err, overrides.ErrInvalid):
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
 		return
 	case errors.Is(err, overrides.ErrFull):
-		problem(w, http.StatusConflict, err.Error())
+		problem.Write(w, http.StatusConflict, err.Error())
 		return
 	case err != nil:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "anchor", e.Anchor, "until", e.Until)
@@ -150,9 +151,9 @@ func (a *api) deleteClient(w http.ResponseWriter, r *http.Request, _ State) {
 	ok, err := a.opts.Overrides.Delete(r.Context(), client)
 	switch {
 	case err != nil:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 	case !ok:
-		problem(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
+		problem.Write(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
 	default:
 		a.log.Info("admin API: client override removed", "client", digest(client))
 		w.WriteHeader(http.StatusNoContent)

@@ -37,6 +37,7 @@ func options(cfg *config.Config) (gateway.Options, error) {
 		Admin:             cfg.Server.Admin,
 		Upstream:          cfg.Upstream,
 		ShutdownTimeout:   cfg.Server.ShutdownTimeout,
+		ShutdownDelay:     cfg.Server.ShutdownDelay,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,

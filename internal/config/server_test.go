@@ -3,6 +3,7 @@ package config_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/config"
 )
@@ -60,5 +61,31 @@ func TestListenerPorts(t *testing.T) {
 	const svc = "service: {grpc: 127.0.0.1:100000, descriptors: d}\n"
 	if _, err := config.Parse([]byte(svc), "p.yaml"); err == nil || !strings.Contains(err.Error(), `p.yaml:1:17: service.grpc: port 100000: want a number from 0 to 65535`) {
 		t.Errorf("%q: got %v", svc, err)
+	}
+}
+
+func TestShutdownDelay(t *testing.T) {
+	for _, tc := range []struct {
+		line    string
+		delay   time.Duration
+		problem string
+	}{
+		{"", 0, ""},
+		{"server: {shutdown_delay: 5s}\n", 5 * time.Second, ""},
+		{"server: {shutdown_delay: 0s}\n", 0, ""},
+		{"server: {shutdown_delay: 2h}\n", 0, "r.yaml:1:26: server.shutdown_delay: want a duration from 0s to 1h0m0s"},
+		{"server: {shutdown_delay: -1s}\n", 0, "r.yaml:1:26: server.shutdown_delay: want a duration from 0s to 1h0m0s"},
+	} {
+		c, err := config.Parse([]byte(tc.line+"upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"), "r.yaml")
+		switch {
+		case tc.problem != "":
+			if err == nil || !strings.Contains(err.Error(), tc.problem) {
+				t.Errorf("%q: got %v, want %q", tc.line, err, tc.problem)
+			}
+		case err != nil:
+			t.Errorf("%q: %v", tc.line, err)
+		case c.Server.ShutdownDelay != tc.delay:
+			t.Errorf("%q: ShutdownDelay %v, want %v", tc.line, c.Server.ShutdownDelay, tc.delay)
+		}
 	}
 }

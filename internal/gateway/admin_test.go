@@ -1,14 +1,11 @@
 package gateway_test
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,37 +18,11 @@ import (
 
 const token = "0123456789abcdef-test-token"
 
-// startGW is start, keeping the gateway for Reload.
+// startGW is start on ports of its own, keeping the gateway for Reload.
 func startGW(t *testing.T, opts gateway.Options) (*running, *gateway.Gateway) {
 	t.Helper()
-	logs := &syncBuffer{}
-	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
 	opts.Listen, opts.Admin = "127.0.0.1:0", "127.0.0.1:0"
-	if opts.Upstream == "" {
-		opts.Upstream = gateway.EchoUpstream
-	}
-	g, err := gateway.New(opts)
-	if err != nil {
-		t.Fatalf("gateway.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
-	done := make(chan error, 1)
-	go func() { done <- g.Run(ctx, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} }) }()
-	var a [2]net.Addr
-	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
-	r := &running{url: "http://" + a[0].String(), admin: "http://" + a[1].String(), logs: logs}
-	var once sync.Once
-	r.stop = func() error {
-		once.Do(func() { cancel(); <-done; g.Close() })
-		return nil
-	}
-	t.Cleanup(func() { r.stop() })
-	return r, g
+	return launch(t, opts, slog.LevelInfo)
 }
 
 func adminOptions() gateway.Options {

@@ -51,8 +51,16 @@ type Options struct {
 	Admin string
 	// Upstream is EchoUpstream or an http or https URL.
 	Upstream string
-	// ShutdownTimeout bounds the graceful shutdown. Default 10 s.
+	// ShutdownTimeout bounds the graceful shutdown: how long requests and
+	// calls in flight get to finish once the listeners stop accepting.
+	// Default 10 s.
 	ShutdownTimeout time.Duration
+	// ShutdownDelay is how long, on shutdown, every listener keeps
+	// serving after /readyz has turned 503 (and the service's health
+	// NOT_SERVING), before they stop accepting: the time load balancers
+	// need to see "not ready" and stop sending. ShutdownTimeout counts
+	// from its end. Default 0: none.
+	ShutdownDelay time.Duration
 	// ReadHeaderTimeout bounds reading a request's headers. Default 10 s.
 	ReadHeaderTimeout time.Duration
 	// ReadTimeout bounds reading a whole request, body included, so that
@@ -162,6 +170,9 @@ type Gateway struct {
 	admin    http.Handler
 	draining atomic.Bool
 	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
+	delay    atomic.Int64 // the current ShutdownDelay, in ns
+	// after waits out the shutdown delay: time.After, or a test's.
+	after func(time.Duration) <-chan time.Time
 
 	redis *redisstore.Store // nil on the memory backend
 	ov    *overrides.Set
@@ -200,6 +211,8 @@ func New(opts Options) (*Gateway, error) {
 	opts = withDefaults(opts)
 	g := &Gateway{opts: opts, log: opts.Logger}
 	g.shutdown.Store(int64(opts.ShutdownTimeout))
+	g.delay.Store(int64(opts.ShutdownDelay))
+	g.after = time.After
 	g.secret = make([]byte, 32)
 	_, _ = rand.Read(g.secret) // crypto/rand.Read never fails
 
@@ -274,15 +287,23 @@ func New(opts Options) (*Gateway, error) {
 	return g, nil
 }
 
+// overridesOptions are the options of an overrides set of the gateway's,
+// holding what: its reads are logged once per outage (and once on
+// recovery), and entries that cannot be used at most once a second.
+func (g *Gateway) overridesOptions(what string) (overrides.Options, *outageLog) {
+	skipLog := &logLimit{per: 1}
+	reads := &outageLog{log: g.log, what: what}
+	return overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
+		if skipLog.allow(time.Now()) {
+			g.log.Warn("a stored override cannot be used; it is skipped", "error", err)
+		}
+	}}, reads
+}
+
 // openOverrides opens the per-client overrides where the store keeps its
 // counters, reads them, and on Redis keeps reading them.
 func (g *Gateway) openOverrides() error {
-	failLog := &logLimit{per: 1}
-	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnError: func(err error) {
-		if failLog.allow(time.Now()) {
-			g.log.Warn("reading the per-client overrides failed; the last ones read stay in force", "error", err)
-		}
-	}}
+	o, reads := g.overridesOptions("the per-client overrides")
 	var err error
 	if g.redis != nil {
 		g.ov, err = overrides.NewRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
@@ -292,9 +313,7 @@ func (g *Gateway) openOverrides() error {
 	if err != nil {
 		return fmt.Errorf("gateway: %w", err)
 	}
-	if err := g.ov.Refresh(context.Background()); err != nil {
-		o.OnError(err) // Redis may be down: Run keeps trying
-	}
+	reads.observe(g.ov.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
 		g.goBackground(g.ov.Run)
 	}
@@ -308,12 +327,7 @@ func (g *Gateway) openOverrides() error {
 // openDescriptorOverrides opens the rate-limit service's descriptor
 // overrides beside the per-client ones, as openOverrides does.
 func (g *Gateway) openDescriptorOverrides() error {
-	failLog := &logLimit{per: 1}
-	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnError: func(err error) {
-		if failLog.allow(time.Now()) {
-			g.log.Warn("reading the descriptor overrides failed; the last ones read stay in force", "error", err)
-		}
-	}}
+	o, reads := g.overridesOptions("the descriptor overrides")
 	var err error
 	if g.redis != nil {
 		g.dov, err = overrides.NewDescriptorRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
@@ -323,9 +337,7 @@ func (g *Gateway) openDescriptorOverrides() error {
 	if err != nil {
 		return err
 	}
-	if err := g.dov.Refresh(context.Background()); err != nil {
-		o.OnError(err) // Redis may be down: Run keeps trying
-	}
+	reads.observe(g.dov.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
 		g.goBackground(g.dov.Run)
 	}

@@ -29,17 +29,25 @@ import (
 type running struct {
 	url, admin string
 	logs       *syncBuffer
-	stop       func() error
+	stop       func() error  // shutdown, waits for Run, then Close
+	shutdown   func()        // begins the shutdown: Run's context ends
+	stopped    chan struct{} // closed when Run has returned runErr
+	runErr     error
 }
 
 type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	changed chan struct{} // closed by the next Write; nil until waitFor needs it
 }
 
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.changed != nil {
+		close(b.changed)
+		b.changed = nil
+	}
 	return b.b.Write(p)
 }
 
@@ -49,10 +57,58 @@ func (b *syncBuffer) String() string {
 	return b.b.String()
 }
 
+// waitFor returns once cond holds of the log, which it checks after every
+// write. It fails t if that takes a minute: a safeguard against a hang,
+// never a wait for time to pass.
+func (b *syncBuffer) waitFor(t *testing.T, what string, cond func(log string) bool) {
+	t.Helper()
+	timeout := time.NewTimer(time.Minute)
+	defer timeout.Stop()
+	for {
+		b.mu.Lock()
+		log := b.b.String()
+		if b.changed == nil {
+			b.changed = make(chan struct{})
+		}
+		changed := b.changed
+		b.mu.Unlock()
+		if cond(log) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout.C:
+			t.Fatalf("waited a minute for %s; log:\n%s", what, log)
+		}
+	}
+}
+
+// logLines counts the JSON log lines of log at level with message msg.
+func logLines(log, level, msg string) int {
+	n := 0
+	for line := range strings.Lines(log) {
+		var l struct{ Level, Msg string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Level == level && l.Msg == msg {
+			n++
+		}
+	}
+	return n
+}
+
+// start serves a gateway on loopback ports (the options' own, if set) for
+// the test, logging at INFO into running.logs.
 func start(t *testing.T, opts gateway.Options) *running {
 	t.Helper()
+	r, _ := launch(t, opts, slog.LevelInfo)
+	return r
+}
+
+// launch is start, logging at level, and returns the gateway too; each of
+// prepare is called with it before it runs.
+func launch(t *testing.T, opts gateway.Options, level slog.Level, prepare ...func(*gateway.Gateway)) (*running, *gateway.Gateway) {
+	t.Helper()
 	logs := &syncBuffer{}
-	opts.Logger = slog.New(slog.NewJSONHandler(logs, nil))
+	opts.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
 	}
@@ -66,31 +122,33 @@ func start(t *testing.T, opts gateway.Options) *running {
 	if err != nil {
 		t.Fatalf("gateway.New: %v", err)
 	}
+	for _, f := range prepare {
+		f(g)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
-	done := make(chan error, 1)
+	r := &running{logs: logs, shutdown: cancel, stopped: make(chan struct{})}
 	go func() {
-		done <- g.Run(ctx, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+		r.runErr = g.Run(ctx, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
+		close(r.stopped)
 	}()
-	var a [2]net.Addr
 	select {
-	case a = <-addrs:
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
+	case a := <-addrs:
+		r.url, r.admin = "http://"+a[0].String(), "http://"+a[1].String()
+	case <-r.stopped:
+		t.Fatalf("Run: %v", r.runErr)
 	}
-	r := &running{url: "http://" + a[0].String(), admin: "http://" + a[1].String(), logs: logs}
 	var once sync.Once
-	var stopErr error
 	r.stop = func() error {
 		once.Do(func() {
 			cancel()
-			stopErr = <-done
+			<-r.stopped
 			g.Close()
 		})
-		return stopErr
+		return r.runErr
 	}
 	t.Cleanup(func() { r.stop() })
-	return r
+	return r, g
 }
 
 func get(t *testing.T, method, url string, header map[string]string) *http.Response {

@@ -37,11 +37,24 @@ func (g *Gateway) Addr(name string) net.Addr {
 }
 
 // Run listens on the configured addresses and serves until ctx is done,
-// then shuts down gracefully: /readyz turns 503 and the gRPC health service
-// NOT_SERVING, the listeners stop accepting, and requests and calls in
-// flight get up to ShutdownTimeout to finish. It calls ready, if non-nil,
-// with the bound addresses of the gateway (nil without an upstream) and
-// admin listeners once every listener listens; Addr tells the others.
+// then shuts down gracefully, in this order:
+//
+//  1. /readyz turns 503 and the service's health (gRPC and /healthcheck)
+//     NOT_SERVING, at once, while every listener still serves; the HTTP
+//     listeners other than the admin one stop keeping connections alive.
+//  2. For ShutdownDelay (none by default), they go on serving, so that
+//     load balancers see "not ready" and stop sending before connections
+//     are refused.
+//  3. The gateway's, forward-auth's and the service's listeners stop
+//     accepting, and their requests and calls in flight get up to
+//     ShutdownTimeout to finish; past it they are cut off.
+//  4. Only then does the admin listener close, so that readiness and
+//     metrics are served until the last request has drained.
+//
+// A listener that fails ends the serving as ctx would, without the delay.
+// Run calls ready, if non-nil, with the bound addresses of the gateway (nil
+// without an upstream) and admin listeners once every listener listens;
+// Addr tells the others.
 func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) error {
 	type listener struct {
 		name, addr string
@@ -137,8 +150,28 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 	case runErr = <-errc:
 	}
 	g.draining.Store(true)
+	if health != nil {
+		health.Shutdown()
+	}
+	var admin *http.Server
+	traffic := make([]listener, 0, len(want))
+	for _, l := range want {
+		if l.name == ListenerAdmin {
+			admin = l.srv
+			continue
+		}
+		l.srv.SetKeepAlivesEnabled(false)
+		traffic = append(traffic, l)
+	}
 	timeout := time.Duration(g.shutdown.Load())
-	g.log.Info("sluice shutting down", "timeout", timeout)
+	delay := max(time.Duration(g.delay.Load()), 0)
+	if runErr != nil {
+		delay = 0
+	}
+	g.log.Info("sluice shutting down", "delay", delay, "timeout", timeout)
+	if delay > 0 {
+		<-g.after(delay)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
 	var (
@@ -146,15 +179,16 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		errs []error
 		sw   sync.WaitGroup
 	)
-	for _, l := range want {
-		sw.Go(func() {
-			if err := l.srv.Shutdown(sctx); err != nil {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", l.name, err))
-				mu.Unlock()
-				l.srv.Close()
-			}
-		})
+	shutdown := func(name string, srv *http.Server) {
+		if err := srv.Shutdown(sctx); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", name, err))
+			mu.Unlock()
+			srv.Close()
+		}
+	}
+	for _, l := range traffic {
+		sw.Go(func() { shutdown(l.name, l.srv) })
 	}
 	if grpcSrv != nil {
 		sw.Go(func() {
@@ -166,6 +200,11 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		})
 	}
 	sw.Wait()
+	if admin != nil {
+		// What is left of the timeout; a scrape in flight when it is
+		// spent is cut off, an idle connection simply closed.
+		shutdown(ListenerAdmin, admin)
+	}
 	wg.Wait()
 	err := errors.Join(append([]error{runErr}, errs...)...)
 	if err != nil {

@@ -282,3 +282,32 @@ func (l *logLimit) allow(now time.Time) bool {
 	}
 	return l.n.Add(1) <= l.per
 }
+
+// outageLog logs the outcomes of a read that is repeated while it fails,
+// such as the polls of the overrides, once per change rather than once per
+// poll: the first failure of an outage at WARN, the failures after it at
+// DEBUG, and the first success after them at INFO. It is safe for
+// concurrent use.
+type outageLog struct {
+	log  *slog.Logger
+	what string // what is read, such as "the per-client overrides"
+
+	mu   sync.Mutex
+	down bool // the last read failed
+}
+
+// observe records the outcome of one read: nil for a success.
+func (o *outageLog) observe(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case err != nil && !o.down:
+		o.down = true
+		o.log.Warn("reading "+o.what+" failed; the last ones read stay in force", "error", err)
+	case err != nil:
+		o.log.Debug("reading "+o.what+" failed again", "error", err)
+	case o.down:
+		o.down = false
+		o.log.Info("reading " + o.what + " works again")
+	}
+}

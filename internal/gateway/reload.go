@@ -120,6 +120,7 @@ func (g *Gateway) Reload(load func() (Options, error)) error {
 				}
 			}
 			g.shutdown.Store(int64(opts.ShutdownTimeout))
+			g.delay.Store(int64(opts.ShutdownDelay))
 			// Requests in flight keep their connections; idle ones would
 			// otherwise linger until their timeout.
 			prev.closeIdle()

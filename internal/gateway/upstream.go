@@ -15,7 +15,6 @@ import (
 	"net/url"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // Echo is the upstream "builtin:echo": it answers 200 with a JSON account
@@ -495,13 +495,7 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 			p.dropped.Inc()
 		}
 	}
-	body := fmt.Sprintf(`{"type":"about:blank","title":%q,"status":%d,"detail":%q}`+"\n", http.StatusText(status), status, detail)
-	h := w.Header()
-	h.Set("Content-Type", "application/problem+json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = io.WriteString(w, body)
+	problem.Write(w, status, detail)
 }
 
 // limitedWriter is the ReverseProxy's ErrorLog: its lines go to the
