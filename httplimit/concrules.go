@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -158,10 +159,10 @@ func (l *Limiter) refuseLeases(ctx context.Context, c *call) {
 // expires by itself after its lease.
 func (l *Limiter) releaseLeases(ctx context.Context, c *call) {
 	for _, le := range c.leases {
-		held, err := le.ReleaseHeld(ctx)
+		err := le.Release(ctx)
 		if l.leaseObs != nil {
 			out := LeaseReleased
-			if err == nil && !held {
+			if errors.Is(err, sluice.ErrLeaseLost) {
 				out = LeaseLost
 			}
 			l.leaseObs.ObserveLease(LeaseEvent{Rule: le.Name(), Outcome: out})

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // CountMode says how a rule with a Count condition charges a request.
@@ -158,7 +160,7 @@ func (l *Limiter) peekCounted(ctx context.Context, c *call) (denied, closed, fai
 			continue
 		}
 		d, err := tp.lim.Peek(ctx, e.Key)
-		if err == nil && !d.Allowed && !d.Degraded && tp.policy.PenaltyRef() != nil {
+		if err == nil && !d.Allowed && !d.Degraded && storekit.Of(tp.policy).Penalty() != nil {
 			// A penalized rule counts the refusal as a strike: the
 			// store takes it (a refusal charges nothing) and may block.
 			// Should the take be admitted after all (a unit freed

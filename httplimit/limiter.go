@@ -766,11 +766,7 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			spans = append(spans, span{start, start})
 			continue
 		}
-		action := rule.Action
-		if rule.Enforce != nil && !rule.Enforce.EnforcesBytes(rule.Name, c.keyBuf[start:]) {
-			action = Shadow // a key the rollout leaves in shadow mode
-		}
-		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: action, Tier: ruleTier, Outcome: OutcomeAllowed})
+		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Tier: ruleTier, Outcome: OutcomeAllowed})
 		c.policies = append(c.policies, tp)
 		c.rules = append(c.rules, rule)
 		spans = append(spans, span{start, len(c.keyBuf)})
@@ -778,7 +774,11 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 	if len(spans) > 0 {
 		keys := string(c.keyBuf) // one allocation for every key of the request
 		for i, s := range spans {
-			c.events[i].Key = keys[s.i:s.j]
+			e := &c.events[i]
+			e.Key = keys[s.i:s.j]
+			if en := c.rules[i].Enforce; en != nil && e.Outcome == OutcomeAllowed && !en.Enforces(e.Rule, e.Key) {
+				e.Action = Shadow // a key the rollout leaves in shadow mode
+			}
 		}
 	}
 	return len(c.events) > 0 && c.events[len(c.events)-1].Action == Exempt

@@ -7,7 +7,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 )
@@ -202,11 +201,7 @@ func capacityOf(c *call, i int) int64 {
 // limitOf returns limit i of r as a sluice.Limit, for rendering.
 func limitOf(r *descriptor.Rule, i int) sluice.Limit {
 	if p := r.Policy; p != nil && i >= 0 && i < p.Len() {
-		ar := p.Rule(i)
-		if c, ok := ar.Calendar().(*calendar.Calendar); ok && c != nil {
-			return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Calendar: c}
-		}
-		return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Period: ar.Period(), Burst: ar.Burst()}
+		return p.Limit(i)
 	}
 	d := display(r, i)
 	return sluice.Limit{Algorithm: sluice.FixedWindow, Count: d.Count, Period: d.Period}

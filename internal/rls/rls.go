@@ -77,6 +77,7 @@ import (
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // Failure chooses what the service answers when the store fails.
@@ -326,12 +327,6 @@ func grpcError(err error) error {
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	return status.Error(codes.Internal, err.Error())
-}
-
-// batchTaker is implemented by stores that decide a sluice.TakeAll batch
-// themselves (memstore, redisstore).
-type batchTaker interface {
-	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
 }
 
 // item is the state of one descriptor during a call.
@@ -592,7 +587,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		if err != nil {
 			return nil, s.storeFailed(c, err)
 		}
-		if !d.Allowed && !d.Degraded && it.kind == kindPeek && p.PenaltyRef() != nil {
+		if !d.Allowed && !d.Degraded && it.kind == kindPeek && storekit.Of(p).Penalty() != nil {
 			// A penalized limit counts a refused check as a strike, as the
 			// gateway's count rules do: the store takes one unit (a
 			// refusal charges nothing) and may block. Should the take be
@@ -634,17 +629,6 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 				return nil, s.storeFailed(c, err)
 			}
 			over = !ok
-			if over && len(c.reqs) > 1 {
-				if _, batch := s.opts.Store.(batchTaker); batch {
-					// A store's batch reports a member it would have admitted
-					// with what would remain after charging it; nothing was.
-					for j := range c.out {
-						if c.out[j].Allowed {
-							c.out[j].Remaining += c.reqs[j].N
-						}
-					}
-				}
-			}
 		}
 		if over {
 			// Nothing was charged: tell each counter's status without
@@ -766,15 +750,8 @@ func samePolicy(p, q *sluice.Policy) bool {
 	if p == q {
 		return true
 	}
-	if p.Name() != q.Name() || p.Len() != q.Len() {
-		return false
-	}
-	for i := range p.Len() {
-		if p.ID(i) != q.ID(i) {
-			return false
-		}
-	}
-	return true
+	// A limit's identity is its policy's name and its index.
+	return p.Name() == q.Name() && p.Len() == q.Len()
 }
 
 func metricName(r *descriptor.Rule) string {
