@@ -308,16 +308,19 @@ func New(opts Options) (*Limiter, error) {
 		if err := l.tiers.From.validate(); err != nil {
 			return nil, fmt.Errorf("tiers: %w", err)
 		}
-		if l.tiers.From.Source == SourceGlobal {
-			return nil, fmt.Errorf("%w: tiers cannot come from the global key part", ErrInvalidRule)
+		if why := l.tiers.From.source().notTier; why != "" {
+			return nil, fmt.Errorf("%w: tiers cannot come from the %s key part: %s", ErrInvalidRule, l.tiers.From, why)
 		}
 	}
 	if l.tiers.Client != (KeyPart{}) {
 		if err := l.tiers.Client.validate(); err != nil {
 			return nil, fmt.Errorf("tiers: client: %w", err)
 		}
-		if l.tiers.Client.Source == SourceGlobal || l.tiers.From == (KeyPart{}) {
-			return nil, fmt.Errorf("%w: tiers: the client needs tiers from a request attribute, and cannot be the global key part", ErrInvalidRule)
+		if l.tiers.From == (KeyPart{}) {
+			return nil, fmt.Errorf("%w: tiers: the client needs tiers from a request attribute", ErrInvalidRule)
+		}
+		if why := l.tiers.Client.source().notTier; why != "" {
+			return nil, fmt.Errorf("%w: tiers: the client cannot be the %s key part: %s", ErrInvalidRule, l.tiers.Client, why)
 		}
 	}
 	usesJWT := l.tiers.From.Source == SourceJWT || l.tiers.Client.Source == SourceJWT
@@ -576,7 +579,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if _, ok := r.Header[l.overLimit]; ok {
 		r.Header.Del(l.overLimit)
 	}
-	p := l.matchPath(r)
+	q := l.newRequest(r)
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
 
@@ -584,16 +587,15 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if l.obs != nil {
 		start = time.Now()
 	}
-	var lists listState
 	if len(l.deny) > 0 {
-		if li := l.onList(l.deny, r, &lists); li != nil {
+		if li := onList(l.deny, &q); li != nil {
 			c.ev = Event{Outcome: OutcomeDenied, List: li.Name}
 			l.observe(r, &c.ev, start)
 			l.forbid(w)
 			return
 		}
 	}
-	exempt := l.match(c, r, p, &lists)
+	exempt := l.match(c, &q)
 	if len(c.events) == 0 {
 		next.ServeHTTP(w, r)
 		return
@@ -689,28 +691,20 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 	}
 }
 
-// match collects the rules that apply to r, whose path as rules see it
-// (cleaned, and lower-cased unless paths are case-sensitive) is p, with
-// their keys and policies, into c, stopping at the first Exempt rule. It
-// reports whether an Exempt rule matched. The "path" key part is p, so
-// that every spelling of a path that a rule matches as one shares one
-// counter.
-func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bool {
-	var (
-		client  = clientState{lists: lists}
-		ipStart = -1
-		ipEnd   int
-	)
+// match collects the rules that apply to the request, with their keys and
+// policies, into c, stopping at the first Exempt rule. It reports whether
+// an Exempt rule matched.
+func (l *Limiter) match(c *call, q *request) bool {
 	type span struct{ i, j int }
 	var spansArr [16]span
 	spans := spansArr[:0]
 	for i := range l.rules {
 		rule := &l.rules[i]
-		if !rule.Match.matches(r, p) {
+		if !rule.Match.matches(q.r, q.path) {
 			continue
 		}
 		if len(rule.Allow) > 0 {
-			if li := l.onList(rule.Allow, r, lists); li != nil {
+			if li := onList(rule.Allow, q); li != nil {
 				c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Outcome: OutcomeAllowListed, List: li.Name})
 				c.policies = append(c.policies, nil)
 				c.rules = append(c.rules, rule)
@@ -730,33 +724,22 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			ruleTier string
 		)
 		if rule.conc == nil || rule.def != nil {
-			tp, ruleTier = l.policyOf(rule, r, &client)
+			tp, ruleTier = l.policyOf(rule, q)
 		}
 		start := len(c.keyBuf)
 		skip := false
 		for _, k := range rule.Key {
-			switch {
-			case k.Source == SourceIP:
-				ipStart, ipEnd = l.appendIP(c, r, lists, ipStart, ipEnd)
-			default:
-				v, ok := p, true
-				switch k.Source {
-				case SourcePath:
-				case SourceJWT:
-					v, ok = l.claim(r, &client, k.Name)
-				default:
-					v, ok = k.value(r)
-				}
-				switch {
-				case ok:
-					c.keyBuf = appendValue(c.keyBuf, tagOf(k), v)
-				case rule.Missing == MissingSkip:
-					skip = true
-				default:
-					c.keyBuf = append(c.keyBuf, 'm')
-					ipStart, ipEnd = l.appendIP(c, r, lists, ipStart, ipEnd)
-				}
+			var ok bool
+			if c.keyBuf, ok = k.appendKey(q, c.keyBuf); ok {
+				continue
 			}
+			if rule.Missing == MissingSkip {
+				skip = true
+				break
+			}
+			// Keyed by the client's address in place of the missing
+			// part, marked so that it never meets a value's key.
+			c.keyBuf, _ = IP().appendKey(q, append(c.keyBuf, 'm'))
 		}
 		if skip {
 			c.keyBuf = c.keyBuf[:start]
@@ -782,31 +765,6 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 		}
 	}
 	return len(c.events) > 0 && c.events[len(c.events)-1].Action == Exempt
-}
-
-// appendIP appends the client's IP key part, copying it from an earlier
-// part of the buffer when another rule already computed it. The client's
-// address is found once per request, for the keys and the address lists
-// alike (lists).
-func (l *Limiter) appendIP(c *call, r *http.Request, lists *listState, start, end int) (int, int) {
-	if start >= 0 {
-		c.keyBuf = append(c.keyBuf, c.keyBuf[start:end]...)
-		return len(c.keyBuf) - (end - start), len(c.keyBuf)
-	}
-	s := len(c.keyBuf)
-	c.keyBuf = append(c.keyBuf, 'i')
-	if a := l.clientAddr(r, lists); a.IsValid() {
-		c.keyBuf = l.ip.Key(a).AppendTo(c.keyBuf)
-	} else {
-		// No usable connection address (a Unix socket, say): key by what
-		// there is, so such requests still share a bounded counter.
-		c.keyBuf = appendValue(c.keyBuf[:s], 'u', r.RemoteAddr)
-	}
-	return s, len(c.keyBuf)
-}
-
-func tagOf(k KeyPart) byte {
-	return "?ihqcmpsgj"[k.Source]
 }
 
 // decide charges the Delay and Reject rules: all of them or none. It
