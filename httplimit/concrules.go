@@ -54,7 +54,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 		acquire(ctx, 0)
 		allowed := err == nil && (d.Allowed || tp != nil && a.Allowed())
 		var waited time.Duration
-		if err == nil && !allowed && rule.Action == Delay && !(d.Degraded && l.storeFailsClosed) {
+		if err == nil && !allowed && rule.Action == Delay && !(d.Degraded && l.eng.FailsClosed()) {
 			waitStart := time.Now()
 			acquire(r.Context(), rule.MaxDelay)
 			allowed = err == nil && (d.Allowed || tp != nil && a.Allowed())
@@ -85,7 +85,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 				slotDegraded = a.Slot.Degraded
 			}
 			switch {
-			case err != nil || (!allowed && d.Degraded && l.storeFailsClosed):
+			case err != nil || (!allowed && d.Degraded && l.eng.FailsClosed()):
 				le.Outcome = LeaseError
 			case allowed && slotDegraded:
 				le.Outcome = LeaseFallback
@@ -113,7 +113,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			if ev.Outcome == OutcomeAllowed {
 				ev.Outcome = OutcomeError
 			}
-		case !allowed && d.Degraded && l.storeFailsClosed:
+		case !allowed && d.Degraded && l.eng.FailsClosed():
 			// No limit refused it: the store could not tell.
 			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
 			l.refuseLeases(ctx, c)

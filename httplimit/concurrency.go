@@ -151,6 +151,6 @@ func unavailableConcurrency(w http.ResponseWriter) {
 
 // failsClosed reports whether c's store refuses when its backend fails.
 func failsClosed(c *sluice.Concurrency) bool {
-	fc, ok := c.Store().(closedFailer)
+	fc, ok := c.Store().(sluice.ClosedFailer)
 	return ok && fc.FailsClosed()
 }

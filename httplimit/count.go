@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-
-	"github.com/sluicehq/sluice/storekit"
 )
 
 // CountMode says how a rule with a Count condition charges a request.
@@ -146,70 +144,6 @@ func (c *CountOn) matches(code int, h http.Header) bool {
 func (c *call) reserves(i int) bool {
 	ct := c.rules[i].Count
 	return ct != nil && ct.Mode == CountReserve && c.events[i].Action == Reject && c.policies[i].policy.CanReserve()
-}
-
-// peekCounted checks the Reject rules that are charged after the response
-// (Count rules not in reserve mode) by peeking: a key with no room for one
-// more request is over its limit. It reports, as decide does, whether a
-// rule denied the request, whether the store failed closed for one, and
-// whether a store error let one through unchecked.
-func (l *Limiter) peekCounted(ctx context.Context, c *call) (denied, closed, failed bool) {
-	for i := range c.events {
-		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || e.Action != Reject || e.Outcome != OutcomeAllowed || c.rules[i].Count == nil || c.reserves(i) {
-			continue
-		}
-		d, err := tp.lim.Peek(ctx, e.Key)
-		if err == nil && !d.Allowed && !d.Degraded && storekit.Of(tp.policy).Penalty() != nil {
-			// A penalized rule counts the refusal as a strike: the
-			// store takes it (a refusal charges nothing) and may block.
-			// Should the take be admitted after all (a unit freed
-			// meanwhile), the request stays refused.
-			if t, terr := tp.lim.Allow(ctx, e.Key); terr == nil && !t.Allowed {
-				d = t
-			}
-		}
-		switch {
-		case err != nil:
-			e.Outcome, e.Err, failed = OutcomeError, err, true
-		case !d.Allowed && d.Degraded && l.storeFailsClosed:
-			e.Outcome, e.Decision, e.Err = OutcomeError, d, ErrFailedClosed
-			skipOthers(c, i)
-			return false, true, failed
-		case !d.Allowed:
-			e.Outcome, e.Decision = OutcomeLimited, d
-			skipOthers(c, i)
-			return true, false, failed
-		default:
-			e.Decision = d
-		}
-	}
-	return false, false, failed
-}
-
-// decideAll checks the Count rules charged after the response, then
-// decides the others (decide); a request refused by either is charged to
-// none.
-func (l *Limiter) decideAll(ctx context.Context, c *call) (denied, closed, failed bool) {
-	denied, closed, failed = l.peekCounted(ctx, c)
-	if denied || closed {
-		return denied, closed, failed
-	}
-	denied, closed, f := l.decide(ctx, c)
-	if denied || closed {
-		skipOthers(c, -1)
-	}
-	return denied, closed, failed || f
-}
-
-// skipOthers marks every rule but rule i that is still allowed as skipped:
-// the request is refused and charged to none.
-func skipOthers(c *call, i int) {
-	for j := range c.events {
-		if e := &c.events[j]; j != i && c.policies[j] != nil && e.Outcome == OutcomeAllowed {
-			e.Outcome = OutcomeSkipped
-		}
-	}
 }
 
 // refundCounted gives back the units that Count rules in reserve mode took

@@ -22,7 +22,6 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -36,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Headers selects the rate-limit response headers to send.
@@ -161,13 +161,7 @@ type Identity interface {
 
 // ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
 // decide and denied the request for it (see Options.FailClosed).
-var ErrFailedClosed = errors.New("httplimit: the store could not decide and failed closed")
-
-// closedFailer is implemented by stores whose Degraded denials are failures
-// to decide rather than limits (redisstore.Store).
-type closedFailer interface {
-	FailsClosed() bool
-}
+var ErrFailedClosed = engine.ErrFailedClosed
 
 // Limiter is the middleware: build one with New, wrap handlers with Handler.
 type Limiter struct {
@@ -178,10 +172,9 @@ type Limiter struct {
 	headers    Headers
 	overLimit  string
 	failClosed bool
+	eng        *engine.Engine
 	// caseSensitive: paths are matched and keyed as sent, not lower-cased.
 	caseSensitive bool
-	// storeFailsClosed: the store's Degraded denials are failures.
-	storeFailsClosed bool
 	// hasConc: some rule is a concurrency rule.
 	hasConc   bool
 	obs       Observer
@@ -283,9 +276,7 @@ func New(opts Options) (*Limiter, error) {
 		}
 	}
 	l.leaseObs, _ = opts.Observer.(LeaseObserver)
-	if fc, ok := opts.Store.(closedFailer); ok {
-		l.storeFailsClosed = fc.FailsClosed()
-	}
+	l.eng = engine.New(opts.Store, engine.Options{FailClosed: opts.FailClosed})
 	if l.ip == nil {
 		r, err := clientip.New(clientip.Options{})
 		if err != nil {
@@ -545,10 +536,8 @@ type call struct {
 	events   []RuleEvent
 	rules    []*compiled
 	policies []*tierPolicy
-	reqs     []sluice.Request
-	out      []sluice.Decision
-	idx      []int // events index of each request in reqs
-	resv     []sluice.Reservation
+	check    []int // the engine's check of each event, or -1
+	eng      engine.Call
 	leases   []*sluice.Lease
 	soft     []byte
 	cw       countWriter // see serveCounted
@@ -562,12 +551,8 @@ func (c *call) reset() {
 	c.policies = c.policies[:0]
 	clear(c.rules)
 	c.rules = c.rules[:0]
-	clear(c.reqs)
-	c.reqs = c.reqs[:0]
-	c.out = c.out[:0]
-	c.idx = c.idx[:0]
-	clear(c.resv)
-	c.resv = c.resv[:0]
+	c.check = c.check[:0]
+	c.eng.Reset()
 	clear(c.leases)
 	c.leases = c.leases[:0]
 	c.keyBuf = c.keyBuf[:0]
@@ -615,31 +600,30 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // see Handler
-	denied, closed, failed := l.decideAll(ctx, c)
-	switch {
-	case (failed && l.failClosed) || (closed && !denied):
+	switch l.decide(ctx, c) {
+	case engine.Unavailable:
 		ev.Outcome = OutcomeError
 		l.cancel(ctx, c)
 		l.observe(r, ev, start)
 		l.unavailable(w, c)
 		return
-	case denied:
+	case engine.Refused:
 		ev.Outcome = OutcomeLimited
 		l.cancel(ctx, c)
 		l.observe(r, ev, start)
 		l.reject(w, c)
 		return
-	case failed:
+	}
+	if c.eng.Failed {
 		ev.Outcome = OutcomeError
 	}
 	if l.obs != nil {
 		ev.Latency = time.Since(start)
 	}
-	l.chargeNonBlocking(ctx, c)
 	if len(c.soft) > 0 {
 		r.Header.Set(l.overLimit, string(c.soft))
 	}
-	if delay := c.maxDelay(); delay > 0 {
+	if delay := c.eng.MaxDelay(); delay > 0 {
 		waitStart := time.Now()
 		t := time.NewTimer(delay)
 		select {
@@ -767,145 +751,71 @@ func (l *Limiter) match(c *call, q *request) bool {
 	return len(c.events) > 0 && c.events[len(c.events)-1].Action == Exempt
 }
 
-// decide charges the Delay and Reject rules: all of them or none. It
-// reports whether a rule denied the request, whether the store failed
-// closed for one (a Degraded denial from a store that fails closed: the
-// request is refused, but no limit denied it), and whether a store error let
-// a rule through unchecked.
-func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed bool) {
+// decide decides the request's rate rules on the engine: a Delay rule
+// reserves its turn, a Reject rule is charged with the others (or, with
+// Count and not in reserve mode, checked now and charged once its response
+// is known), a Shadow or Soft rule is charged only if the request is
+// admitted (or checked, with Count). It records each rule's outcome and
+// decision in its event, and the Soft rules the request is over.
+func (l *Limiter) decide(ctx context.Context, c *call) engine.Verdict {
 	for i := range c.events {
-		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || e.Action != Delay || c.rules[i].conc != nil {
+		e, tp, rule := &c.events[i], c.policies[i], c.rules[i]
+		if tp == nil || rule.conc != nil || e.Outcome != OutcomeAllowed {
+			c.check = append(c.check, -1)
 			continue
 		}
-		res, err := tp.lim.Reserve(ctx, e.Key, 1, c.rules[i].MaxDelay)
-		switch {
-		case err != nil:
-			e.Outcome, e.Err, failed = OutcomeError, err, true
-		case !res.Allowed && res.Degraded && l.storeFailsClosed:
-			e.Outcome, e.Decision, e.Err = OutcomeError, res.Decision, ErrFailedClosed
-			l.skipRest(c, i+1)
-			return false, true, failed
-		case !res.Allowed:
-			e.Outcome, e.Decision = OutcomeLimited, res.Decision
-			l.skipRest(c, i+1)
-			return true, false, failed
-		default:
-			e.Decision = res.Decision
-			if res.Delay > 0 {
-				e.Outcome = OutcomeDelayed
+		ch := engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name}
+		counted := rule.Count != nil
+		switch e.Action {
+		case Delay:
+			ch.Mode, ch.MaxDelay = engine.Delay, rule.MaxDelay
+		case Reject:
+			if ch.Mode = engine.Enforce; counted && !c.reserves(i) {
+				ch.Mode = engine.Probe
 			}
-			c.resv = append(c.resv, res)
+		default: // Shadow, Soft
+			if ch.Mode = engine.Shadow; counted {
+				// A Count rule's key in shadow mode (Rule.Enforce) is
+				// checked now and charged once its response matches, as
+				// an enforced key is in CountAfter mode.
+				ch.Mode = engine.ShadowProbe
+			}
 		}
+		c.check = append(c.check, c.eng.Add(ch))
 	}
-	for i := range c.events {
-		if c.policies[i] != nil && c.events[i].Action == Reject && c.rules[i].conc == nil && (c.rules[i].Count == nil || c.reserves(i)) {
-			c.reqs = append(c.reqs, sluice.Request{Policy: c.policies[i].policy, Key: c.events[i].Key, N: 1})
-			c.idx = append(c.idx, i)
-		}
-	}
-	if len(c.reqs) == 0 {
-		return false, false, failed
-	}
-	if cap(c.out) < len(c.reqs) {
-		c.out = make([]sluice.Decision, len(c.reqs))
-	}
-	c.out = c.out[:len(c.reqs)]
-	clear(c.out)
-	ok, err := sluice.TakeAll(ctx, l.store, c.reqs, c.out)
-	for j, i := range c.idx {
-		e := &c.events[i]
-		switch {
-		case err != nil:
-			e.Outcome, e.Err, failed = OutcomeError, err, true
-		case ok:
-			e.Decision = c.out[j]
-		case !c.out[j].Allowed && c.out[j].Degraded && l.storeFailsClosed:
-			e.Outcome, e.Decision, e.Err = OutcomeError, c.out[j], ErrFailedClosed
-			closed = true
-		case !c.out[j].Allowed && !c.out[j].Time.IsZero(): // a zero Decision was not decided
-			e.Outcome, e.Decision = OutcomeLimited, c.out[j]
-			denied = true
-		default:
-			e.Outcome, e.Decision = OutcomeSkipped, c.out[j]
-		}
-	}
-	if err == nil && !ok {
-		l.skipRest(c, 0)
-		// Refused: by a limit, unless every denial was the store failing
-		// closed.
-		return denied || !closed, closed, failed
-	}
-	return false, false, failed
-}
-
-// skipRest marks the Shadow and Soft rules, and the undecided rules from
-// index from on, as skipped: the request is rejected and charged to none.
-func (l *Limiter) skipRest(c *call, from int) {
-	for i := range c.events {
-		e := &c.events[i]
-		if c.policies[i] == nil {
+	v, _ := l.eng.Decide(ctx, &c.eng) // errors are in the results: never StopOnError
+	for i, j := range c.check {
+		if j < 0 {
 			continue
 		}
-		if e.Action == Shadow || e.Action == Soft || (i >= from && e.Outcome == OutcomeAllowed && e.Decision.Time.IsZero()) {
+		e, r := &c.events[i], &c.eng.Results[j]
+		e.Decision, e.Err = r.Decision, r.Err
+		switch r.Outcome {
+		case engine.Limited:
+			e.Outcome = OutcomeLimited
+		case engine.Delayed:
+			e.Outcome = OutcomeDelayed
+		case engine.Skipped:
 			e.Outcome = OutcomeSkipped
+		case engine.Error:
+			e.Outcome = OutcomeError
+		case engine.ShadowLimited:
+			if e.Outcome = OutcomeShadowLimited; e.Action == Soft {
+				e.Outcome = OutcomeSoftLimited
+				if len(c.soft) > 0 {
+					c.soft = append(c.soft, ", "...)
+				}
+				c.soft = append(c.soft, e.Rule...)
+			}
 		}
 	}
+	return v
 }
 
 // cancel gives back the quota of every reservation of a request that will
 // not be served.
 func (l *Limiter) cancel(ctx context.Context, c *call) {
-	for i := range c.resv {
-		_ = c.resv[i].Cancel(ctx) // the quota is lost at worst; the request is refused either way
-	}
-}
-
-// chargeNonBlocking charges the Shadow and Soft rules of an admitted request
-// and notes the Soft rules it is over.
-func (l *Limiter) chargeNonBlocking(ctx context.Context, c *call) {
-	for i := range c.events {
-		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || (e.Action != Shadow && e.Action != Soft) {
-			continue
-		}
-		var d sluice.Decision
-		var err error
-		if c.rules[i].Count != nil {
-			// A Count rule's key in shadow mode (Rule.Enforce) is checked
-			// now and charged once its response matches, as an enforced
-			// key is in CountAfter mode.
-			d, err = tp.lim.Peek(ctx, e.Key)
-		} else {
-			d, err = tp.lim.Allow(ctx, e.Key)
-		}
-		e.Decision, e.Err = d, err
-		switch {
-		case err != nil:
-			e.Outcome = OutcomeError
-		case !d.Allowed && d.Degraded && l.storeFailsClosed:
-			// Not over the limit: the store could not tell.
-			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
-		case d.Allowed:
-		case e.Action == Shadow:
-			e.Outcome = OutcomeShadowLimited
-		default:
-			e.Outcome = OutcomeSoftLimited
-			if len(c.soft) > 0 {
-				c.soft = append(c.soft, ", "...)
-			}
-			c.soft = append(c.soft, e.Rule...)
-		}
-	}
-}
-
-// maxDelay returns the longest wait among the request's reservations.
-func (c *call) maxDelay() time.Duration {
-	var d time.Duration
-	for i := range c.resv {
-		d = max(d, c.resv[i].Delay)
-	}
-	return d
+	l.eng.Cancel(ctx, &c.eng)
 }
 
 // lowerPath returns p in lower case, without allocating when it has no
