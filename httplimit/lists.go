@@ -47,8 +47,8 @@ func (li *List) validate() error {
 	if li == nil {
 		return fmt.Errorf("%w: nil list", ErrInvalidRule)
 	}
-	if !validName(li.Name) {
-		return fmt.Errorf("%w: list name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, li.Name)
+	if err := CheckName("list", li.Name); err != nil {
+		return err
 	}
 	switch {
 	case li.Addrs == nil && li.Keys == nil:

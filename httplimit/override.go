@@ -67,14 +67,16 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 	if store == nil {
 		return nil, fmt.Errorf("%w: no store", ErrInvalidRule)
 	}
-	if o.Tier != "" && !validName(o.Tier) {
-		return nil, fmt.Errorf("%w: tier name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, o.Tier)
+	if o.Tier != "" {
+		if err := CheckName("tier", o.Tier); err != nil {
+			return nil, err
+		}
 	}
 	co := &ClientOverride{client: client, o: Override{Tier: o.Tier, Limits: make(map[string]sluice.Limit, len(o.Limits)), Anchor: o.Anchor},
 		rules: make(map[string]*tierPolicy, len(o.Limits)), store: store}
 	for _, rule := range sortedKeys(o.Limits) {
-		if !validName(rule) {
-			return nil, fmt.Errorf("%w: rule name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, rule)
+		if err := CheckName("rule", rule); err != nil {
+			return nil, err
 		}
 		lim := o.Limits[rule]
 		p, err := sluice.NewPolicy(ClientPolicyName(rule, client), lim)

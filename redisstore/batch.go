@@ -94,27 +94,35 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if err != nil {
 		return s.degradeAll(ctx, reqs, out, err)
 	}
-	ok, st := true, res[2:]
-	for i, r := range reqs {
-		nl := len(comp[i].suffixes)
-		d := decide(r.Policy, res[0], st[:4*nl])
-		st = st[4*nl:]
-		out[i] = d
-		ok = ok && d.Allowed
-		if s.deny != nil {
-			s.remember(s.deny.id(comp[i].slots, r.Key), r.N, d)
+	ok := decodeBatch(reqs, res, out)
+	if s.deny != nil {
+		for i, r := range reqs {
+			s.remember(s.deny.id(comp[i].slots, r.Key), r.N, out[i])
 		}
 	}
+	return ok, nil
+}
+
+// decodeBatch fills out with the Decisions of a batch call's reply res and
+// reports whether the batch was admitted. On a refused batch nothing was
+// charged: an admitted member tells the units it has now, not those it
+// would have had after the charge (see sluice.BatchTaker).
+func decodeBatch(reqs []sluice.Request, res []int64, out []sluice.Decision) bool {
+	ok, st := true, res[2:]
+	for i, r := range reqs {
+		k := 4 * r.Policy.Len()
+		out[i] = decide(r.Policy, res[0], st[:k])
+		st = st[k:]
+		ok = ok && out[i].Allowed
+	}
 	if !ok {
-		// Nothing was charged: an admitted member tells the units it has
-		// now, not those it would have had after the charge.
 		for i, r := range reqs {
 			if out[i].Allowed {
 				out[i].Remaining += r.N
 			}
 		}
 	}
-	return ok, nil
+	return ok
 }
 
 // batchCall decides reqs, of limits limits in all, whole or not at all, in
