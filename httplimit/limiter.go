@@ -193,12 +193,10 @@ type compiled struct {
 	conc  *sluice.Concurrency // for a concurrency rule; with def, its rate is decided with its slot
 }
 
-// tierPolicy is a rule's policy for one tier, with its RateLimit-Policy item
-// rendered once.
+// tierPolicy is a rule's policy for one tier.
 type tierPolicy struct {
 	policy *sluice.Policy
 	lim    *sluice.Limiter
-	item   string // `"name";q=20;w=10`
 	// anchors holds the policy's copies for the billing anchors requests
 	// named (Tiers.Anchor); nil unless its limit is a calendar quota.
 	anchors *anchorCache
@@ -243,7 +241,7 @@ func (tp *tierPolicy) withAnchor(a calendar.Anchor) *tierPolicy {
 		if err != nil {
 			return tp
 		}
-		out = &tierPolicy{policy: p, lim: sl, item: tp.item}
+		out = &tierPolicy{policy: p, lim: sl}
 	}
 	v, loaded := c.m.LoadOrStore(a, out)
 	if !loaded {
@@ -421,7 +419,7 @@ func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pe
 	if err != nil {
 		return nil, err
 	}
-	tp := &tierPolicy{policy: p, lim: sl, item: policyItem(name, lim)}
+	tp := &tierPolicy{policy: p, lim: sl}
 	if lim.Calendar != nil {
 		tp.anchors = &anchorCache{store: store}
 	}
@@ -532,12 +530,12 @@ type RuleEvent struct {
 type call struct {
 	ev       Event
 	keyBuf   []byte
-	hdrBuf   []byte
 	events   []RuleEvent
 	rules    []*compiled
 	policies []*tierPolicy
 	check    []int // the engine's check of each event, or -1
 	eng      engine.Call
+	fields   []engine.Field
 	leases   []*sluice.Lease
 	soft     []byte
 	cw       countWriter // see serveCounted
@@ -553,6 +551,7 @@ func (c *call) reset() {
 	c.rules = c.rules[:0]
 	c.check = c.check[:0]
 	c.eng.Reset()
+	c.fields = c.fields[:0]
 	clear(c.leases)
 	c.leases = c.leases[:0]
 	c.keyBuf = c.keyBuf[:0]

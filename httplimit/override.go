@@ -90,7 +90,7 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 		if err != nil {
 			return nil, err
 		}
-		co.rules[rule] = &tierPolicy{policy: p, lim: sl, item: policyItem(rule, lim)}
+		co.rules[rule] = &tierPolicy{policy: p, lim: sl}
 		co.o.Limits[rule] = lim
 	}
 	return co, nil
@@ -136,7 +136,7 @@ func (c *ClientOverride) withAnchor(tp *tierPolicy) *tierPolicy {
 	out := tp
 	if p := tp.policy.WithAnchor(*c.o.Anchor); p != tp.policy {
 		if sl, err := sluice.NewWithPolicy(c.store, p); err == nil {
-			out = &tierPolicy{policy: p, lim: sl, item: tp.item}
+			out = &tierPolicy{policy: p, lim: sl}
 		}
 	}
 	v, _ := c.anchored.LoadOrStore(tp, out)

@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -147,6 +148,12 @@ type Options struct {
 	// unchecked: its verdict is Unavailable, and its Shadow checks are not
 	// charged. By default such a request is admitted (fail open).
 	FailClosed bool
+	// DegradedDenials takes a store's Degraded denials as denials, even
+	// from a store whose failure policy refuses what it cannot decide
+	// (sluice.ClosedFailer), whose denials are by default failures (the
+	// check is Error with ErrFailedClosed, the verdict Unavailable): for
+	// a protocol that answers both alike, as the Envoy service's does.
+	DegradedDenials bool
 }
 
 // Engine decides requests' checks on one store. It is safe for concurrent
@@ -160,7 +167,7 @@ type Engine struct {
 // New returns an engine deciding on store.
 func New(store sluice.Store, opts Options) *Engine {
 	e := &Engine{store: store, opts: opts}
-	if fc, ok := store.(sluice.ClosedFailer); ok {
+	if fc, ok := store.(sluice.ClosedFailer); ok && !opts.DegradedDenials {
 		e.failsClosed = fc.FailsClosed()
 	}
 	return e
@@ -183,10 +190,11 @@ type Call struct {
 	// Failed reports that a store error let a check through unchecked.
 	Failed bool
 
-	reqs []sluice.Request
-	outs []sluice.Decision
-	idx  []int
-	hdr  []byte
+	reqs  []sluice.Request
+	outs  []sluice.Decision
+	idx   []int // each check's request in reqs, or -1
+	shown []int // the checks the fields describe
+	hdr   []byte
 }
 
 // Reset empties the call.
@@ -200,6 +208,7 @@ func (c *Call) Reset() {
 	c.reqs = c.reqs[:0]
 	c.outs = c.outs[:0]
 	c.idx = c.idx[:0]
+	c.shown = c.shown[:0]
 	c.hdr = c.hdr[:0]
 }
 
@@ -209,6 +218,19 @@ func (c *Call) Add(ch Check) int {
 	c.Results = append(c.Results, Result{})
 	return len(c.Checks) - 1
 }
+
+// Record adds a check decided outside Decide, such as a rate decided with a
+// concurrency slot in one step, so that the fields describe it with the
+// others. It returns the check's index.
+func (c *Call) Record(ch Check, r Result) int {
+	c.Checks = append(c.Checks, ch)
+	c.Results = append(c.Results, r)
+	return len(c.Checks) - 1
+}
+
+// Described returns the indexes of the checks the last Fields described,
+// in the order it described them.
+func (c *Call) Described() []int { return c.shown }
 
 // Decide decides the call's checks, as the package describes, and returns
 // the request's verdict. With Options.StopOnError, a store error ends the
@@ -250,15 +272,42 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 			r.Outcome, r.Never = ShadowLimited, true
 		case ch.Policy == nil:
 			r.Outcome, r.Never, v = Limited, true, Refused
-		case ch.Mode == Enforce || ch.Mode == Shadow:
-			if ch.Policy.CheckCost(ch.Cost) != nil {
-				// More than the limit could ever admit: over it, not an
-				// error.
-				r.Never = true
-				if r.Outcome = ShadowLimited; ch.Mode == Enforce {
-					r.Outcome, v = Limited, Refused
-				}
-			}
+		case ch.Mode == Shadow && ch.Policy.CheckCost(ch.Cost) != nil:
+			// More than the limit could ever admit: over it, not an error.
+			r.Outcome, r.Never = ShadowLimited, true
+		}
+	}
+	// The batch: one counter named twice is charged once, with both
+	// costs; a cost beyond what its limit could ever admit is over it.
+	c.reqs, c.idx = c.reqs[:0], c.idx[:0]
+	for i := range c.Checks {
+		ch := &c.Checks[i]
+		if ch.Mode != Enforce || ch.Policy == nil || c.Results[i].Never {
+			c.idx = append(c.idx, -1)
+			continue
+		}
+		j := slices.IndexFunc(c.reqs, func(q sluice.Request) bool { return q.Key == ch.Key && sameState(q.Policy, ch.Policy) })
+		if j < 0 {
+			j = len(c.reqs)
+			c.reqs = append(c.reqs, sluice.Request{Policy: ch.Policy, Key: ch.Key})
+		}
+		c.reqs[j].N += ch.Cost
+		c.idx = append(c.idx, j)
+	}
+	for i, j := range c.idx {
+		if j >= 0 && c.reqs[j].Policy.CheckCost(c.reqs[j].N) != nil {
+			c.Results[i].Outcome, c.Results[i].Never, v = Limited, true, Refused
+		}
+	}
+	// The state of what never passes, uncharged, for its status.
+	for i := range c.Checks {
+		ch, r := &c.Checks[i], &c.Results[i]
+		if !r.Never || ch.Policy == nil {
+			continue
+		}
+		if d, err := e.store.Peek(ctx, ch.Policy, ch.Key); err == nil && !d.Degraded {
+			d.Allowed = false
+			r.Decision = d
 		}
 	}
 	for i := range c.Checks {
@@ -315,14 +364,6 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		}
 	}
 	// 3. The batch.
-	c.reqs, c.idx = c.reqs[:0], c.idx[:0]
-	for i := range c.Checks {
-		ch := &c.Checks[i]
-		if ch.Mode == Enforce && ch.Policy != nil && !c.Results[i].Never {
-			c.reqs = append(c.reqs, sluice.Request{Policy: ch.Policy, Key: ch.Key, N: ch.Cost})
-			c.idx = append(c.idx, i)
-		}
-	}
 	if len(c.reqs) > 0 && v == Admitted {
 		if cap(c.outs) < len(c.reqs) {
 			c.outs = make([]sluice.Decision, len(c.reqs))
@@ -334,17 +375,24 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		case err != nil && e.opts.StopOnError:
 			return v, err
 		case err != nil:
-			for _, i := range c.idx {
-				c.Results[i].Outcome, c.Results[i].Err = Error, err
+			for i, j := range c.idx {
+				if j >= 0 {
+					c.Results[i].Outcome, c.Results[i].Err = Error, err
+				}
 			}
 			c.Failed = true
 		case ok:
-			for j, i := range c.idx {
-				c.Results[i].Decision = c.outs[j]
+			for i, j := range c.idx {
+				if j >= 0 {
+					c.Results[i].Decision = c.outs[j]
+				}
 			}
 		default:
 			closed, denied := false, false
-			for j, i := range c.idx {
+			for i, j := range c.idx {
+				if j < 0 || c.Results[i].Never {
+					continue
+				}
 				d, r := c.outs[j], &c.Results[i]
 				r.Decision = d // admitted alone, or undecided (a zero Decision)
 				switch {
@@ -403,6 +451,13 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		}
 	}
 	return v, nil
+}
+
+// sameState reports whether p and q keep the same state: the same policy,
+// or two of the same name and length (a limit's identity is its policy's
+// name and its index), such as a request's own limits built again.
+func sameState(p, q *sluice.Policy) bool {
+	return p == q || (p.Name() == q.Name() && p.Len() == q.Len())
 }
 
 // look returns ch's status without charging it: Allowed only if Cost units
