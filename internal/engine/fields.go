@@ -72,7 +72,6 @@ type Field struct {
 	Name, Key, Value string
 }
 
-
 // binding is what a request's rate-limit fields describe.
 type binding struct {
 	idx []int // the checks described: the first is the legacy fields'
