@@ -92,6 +92,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // epoch is the clock's reading when the suite creates a store: 2023-11-15
@@ -336,7 +337,7 @@ func (s *suite) within(got, want time.Duration) bool {
 func (e *env) check(what string, p *sluice.Policy, d sluice.Decision, w outcome) bool {
 	e.t.Helper()
 	if w.limit == 0 && w.index < p.Len() {
-		w.limit = p.Rule(w.index).Burst()
+		w.limit = storekit.Of(p).Rule(w.index).Burst()
 	}
 	var diffs []string
 	field := func(name string, ok bool, got, want any) {

@@ -350,17 +350,15 @@ func (d *decoder) strings(n *yaml.Node, path string, single bool) ([]string, boo
 	return out, ok
 }
 
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
+// reason returns err's message without the sentinels in it ("httplimit:
+// invalid rule: ", "sluice: invalid sync: "), for a problem reported at its
+// line: the packages' own checks, worded once.
+func reason(err error) string {
+	msg := err.Error()
+	for _, s := range []error{httplimit.ErrInvalidRule, sluice.ErrInvalidSync, sluice.ErrInvalidLimit, sluice.ErrInvalidPenalty} {
+		msg = strings.ReplaceAll(msg, s.Error()+": ", "")
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return msg
 }
 
 // document parses data, a whole file, and returns its top-level node, or

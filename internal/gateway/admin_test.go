@@ -312,7 +312,7 @@ func TestAdminAPINeedsLoopbackListener(t *testing.T) {
 	opts.Admin = "0.0.0.0:0"
 	opts.Listen = "127.0.0.1:0"
 	opts.Upstream = gateway.EchoUpstream
-	if _, err := gateway.New(opts); err == nil || !strings.Contains(err.Error(), "not bound to a loopback address") {
+	if _, err := gateway.New(opts); err == nil || !strings.Contains(err.Error(), "is not a loopback address") {
 		t.Fatalf("New with the API on 0.0.0.0: %v", err)
 	}
 	opts.AdminToken = nil
@@ -326,7 +326,7 @@ func TestAdminAPINeedsLoopbackListener(t *testing.T) {
 		o.Admin, o.Upstream = "127.0.0.1:9090", gateway.EchoUpstream
 		return o, nil
 	})
-	if err == nil || !strings.Contains(err.Error(), "not bound to a loopback address") {
+	if err == nil || !strings.Contains(err.Error(), "is not a loopback address") {
 		t.Errorf("Reload turning the API on: %v", err)
 	}
 	err = g.Reload(func() (gateway.Options, error) {

@@ -16,7 +16,6 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
+	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/forwardauth"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/overrides"
@@ -388,8 +388,10 @@ func withDefaults(opts Options) Options {
 // build makes a generation from opts on the gateway's store.
 func (g *Gateway) build(opts Options) (*generation, error) {
 	// The running listener's address counts: a reload cannot move it.
-	if len(opts.AdminToken) > 0 && !opts.AdminAllowRemote && !isLoopback(g.opts.Admin) {
-		return nil, fmt.Errorf("gateway: the admin API cannot run on the admin listener %s, which is not bound to a loopback address, without allow_remote", g.opts.Admin)
+	if len(opts.AdminToken) > 0 {
+		if err := config.CheckAdminListener(g.opts.Admin, opts.AdminAllowRemote); err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
 	}
 	gen := &generation{opts: opts, closeIdle: func() {}}
 	var err error
@@ -496,18 +498,6 @@ func (g *Gateway) Close() error {
 	c := g.closer
 	g.closer = nil
 	return c()
-}
-
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 func addrString(a net.Addr) string {

@@ -77,6 +77,7 @@ import (
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Failure chooses what the service answers when the store fails.
@@ -235,6 +236,9 @@ type Service struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 
 	opts  Options
+	eng   *engine.Engine
+	style engine.Style
+	names *engine.Names
 	rules atomic.Pointer[rulesBox]
 	pool  sync.Pool // *call
 }
@@ -282,7 +286,13 @@ func New(opts Options) (*Service, error) {
 	if opts.MaxHitsAddend == 0 || opts.MaxHitsAddend > DefaultMaxHitsAddend {
 		opts.MaxHitsAddend = DefaultMaxHitsAddend
 	}
-	s := &Service{opts: opts}
+	s := &Service{opts: opts, style: opts.Headers.style(),
+		names: engine.NewNames(opts.EnvoyHeaderNames.Limit, opts.EnvoyHeaderNames.Remaining, opts.EnvoyHeaderNames.Reset),
+		// Every descriptor's status is told, a store error fails the
+		// request (Unavailable), and a denial of the store's failure
+		// policy is a denial, the protocol having no other answer.
+		eng: engine.New(opts.Store, engine.Options{Report: true, StopOnError: true, DegradedDenials: true}),
+	}
 	s.rules.Store(&rulesBox{opts.Rules})
 	s.pool.New = func() any { return new(call) }
 	return s, nil
@@ -328,34 +338,15 @@ func grpcError(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// batchTaker is implemented by stores that decide a sluice.TakeAll batch
-// themselves (memstore, redisstore).
-type batchTaker interface {
-	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
-}
-
 // item is the state of one descriptor during a call.
 type item struct {
 	hits    int64
-	kind    kind
-	batch   int // index in call.reqs, for kindBatch
+	check   int // its check in the engine's call, or -1 when no limit applies
 	d       sluice.Decision
 	outcome Outcome
-	shadow  bool   // the limit reports, never denies (descriptor.Match.Shadow)
 	allow   string // the allow list that exempts the descriptor
 	denied  bool   // the descriptor carries a value on a deny list
 }
-
-type kind uint8
-
-const (
-	kindNone   kind = iota // no limit applies
-	kindOver               // never admitted: deny-all, or a cost beyond capacity
-	kindPeek               // hits 0: checked, not charged
-	kindBatch              // charged with the others through TakeAll
-	kindShadow             // shadow mode, decided alone
-	kindShadowPeek
-)
 
 // call is the scratch space of one request, pooled so that a decision
 // allocates little beyond the protobuf response.
@@ -363,11 +354,9 @@ type call struct {
 	entries []descriptor.Entry
 	ms      []descriptor.Match
 	items   []item
-	reqs    []sluice.Request
-	out     []sluice.Decision
 	events  []DescriptorEvent
-	hdr     []byte
-	idx     []int
+	eng     engine.Call
+	fields  []engine.Field
 	// deniedBy is the deny list that refused the request, if one did.
 	deniedBy string
 }
@@ -376,11 +365,9 @@ func (c *call) reset(n, entries int) {
 	c.entries = grow(c.entries, entries)
 	c.ms = grow(c.ms, n)[:n]
 	c.items = grow(c.items, n)[:n]
-	c.reqs = c.reqs[:0]
-	c.out = c.out[:0]
 	c.events = grow(c.events, n)[:n]
-	c.hdr = c.hdr[:0]
-	c.idx = c.idx[:0]
+	c.eng.Reset()
+	c.fields = c.fields[:0]
 	c.deniedBy = ""
 	clear(c.ms)
 	clear(c.items)
@@ -443,7 +430,24 @@ func (s *Service) observeError(ctx context.Context, r Rules, domain string, err 
 	s.opts.Observer.Observe(ctx, &ev)
 }
 
+// decide matches the request's descriptors (match), decides the limited
+// ones on the engine and answers.
 func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := s.match(c, rules, req); err != nil {
+		return nil, err
+	}
+	if c.deniedBy != "" {
+		return s.denied(c), nil
+	}
+	return s.check(ctx, c)
+}
+
+// match finds what applies to each descriptor: a deny list (which refuses
+// the request; the rest is then only looked up for deny lists), an allow
+// list, an operator's override, the request's own limit or the rule tree's
+// match, with the request's billing anchor and the tree's replaces
+// applied.
+func (s *Service) match(c *call, rules Rules, req *rlsv3.RateLimitRequest) error {
 	reqHits := int64(req.HitsAddend)
 	if reqHits == 0 {
 		reqHits = 1 // proto3 cannot tell 0 from unset; unset means 1
@@ -477,7 +481,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		} else if l := d.Limit; l != nil {
 			m, err := rules.Override(req.Domain, es, l.RequestsPerUnit, descriptor.Unit(l.Unit))
 			if err != nil {
-				return nil, fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)
+				return fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)
 			}
 			c.ms[i] = m
 		} else {
@@ -485,7 +489,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		}
 	}
 	if c.deniedBy != "" {
-		return s.denied(c), nil
+		return nil
 	}
 	if a, ok := s.anchorOf(c.entries); ok {
 		for i := range c.ms {
@@ -495,17 +499,36 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		}
 	}
 	descriptor.ApplyReplaces(c.ms)
+	return nil
+}
 
-	// Classify, and gather the enforced descriptors charged together.
-	over := false
+// check decides the matched descriptors on the engine and answers.
+func (s *Service) check(ctx context.Context, c *call) (*rlsv3.RateLimitResponse, error) {
+	// Each limited descriptor is a check of the engine's: a cost of 0
+	// (hits_addend 0) checks the limit without charging it, and passes
+	// when one more unit would: at exactly its limit it is OVER_LIMIT.
+	// envoyproxy/ratelimit decides a descriptor by its counter after
+	// adding the request's hits, refusing only a count above the limit
+	// (limiter/base_limiter.go: over when limitAfterIncrease > the limit's
+	// requests_per_unit; the Redis fixed window cache adds the hits with
+	// INCRBY, here 0, so the count after is the count before); so its
+	// check at exactly the limit is OK with 0 remaining, and only a
+	// counter already past the limit refuses it. Its counters pass their
+	// limits because it counts the hits of the requests it refuses. Sluice
+	// never counts a refused charge, so its counters stop at their limits,
+	// and a check that passed at the limit would pass for ever: checking
+	// on the request and charging a failure when the stream is done would
+	// then let every attempt through. The gateway's count rules check the
+	// same way.
 	for i := range c.items {
 		it, m := &c.items[i], &c.ms[i]
 		r := m.Rule
 		ev := &c.events[i]
 		ev.Hits = it.hits
+		it.check = -1
 		switch {
 		case r == nil:
-			it.kind, it.outcome = kindNone, OutcomeNoRule
+			it.outcome = OutcomeNoRule
 			switch {
 			case it.allow != "":
 				it.outcome, ev.AllowList = OutcomeAllowListed, it.allow
@@ -514,211 +537,52 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			}
 			continue
 		case r.Unlimited:
-			it.kind, it.outcome = kindNone, OutcomeUnlimited
+			it.outcome = OutcomeUnlimited
 			ev.Name = metricName(r)
 			continue
 		}
 		ev.Name = metricName(r)
-		it.shadow = m.Shadow()
-		switch {
-		case r.DenyAll || r.Policy == nil:
-			it.kind = kindOver
-		case it.shadow && it.hits == 0:
-			it.kind = kindShadowPeek
-		case it.shadow:
-			it.kind = kindShadow
-			if r.Policy.CheckCost(it.hits) != nil {
-				it.kind = kindOver
-			}
+		ch := engine.Check{Policy: r.Policy, Key: m.Key, Cost: it.hits, Name: displayName(r)}
+		if r.DenyAll || ch.Policy == nil {
+			d := display(r, 0)
+			ch.Policy, ch.Show = nil, sluice.Limit{Algorithm: sluice.FixedWindow, Count: d.Count, Period: d.Period}
+		}
+		switch shadow := m.Shadow(); {
+		case shadow && it.hits == 0:
+			ch.Mode, ch.Cost = engine.ShadowProbe, 1
+		case shadow:
+			ch.Mode = engine.Shadow
 		case it.hits == 0:
-			it.kind = kindPeek
+			ch.Mode, ch.Cost = engine.Probe, 1
 		default:
-			it.kind = kindBatch
-			it.batch = -1
-			for j := range c.reqs { // one counter named twice is charged once, with both costs
-				if c.reqs[j].Key == m.Key && samePolicy(c.reqs[j].Policy, r.Policy) {
-					it.batch = j
-					c.reqs[j].N += it.hits
-					break
-				}
-			}
-			if it.batch < 0 {
-				it.batch = len(c.reqs)
-				c.reqs = append(c.reqs, sluice.Request{Policy: r.Policy, Key: m.Key, N: it.hits})
-			}
+			ch.Mode = engine.Enforce
 		}
-		if it.kind == kindOver && !it.shadow {
-			over = true
-		}
+		it.check = c.eng.Add(ch)
 	}
-	// A cost beyond a limit's capacity is over that limit, not an error.
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind == kindBatch && c.reqs[it.batch].Policy.CheckCost(c.reqs[it.batch].N) != nil {
-			it.kind = kindOver
-			over = true
+	v, err := s.eng.Decide(ctx, &c.eng)
+	if err != nil {
+		if errors.Is(err, sluice.ErrInvalidBatch) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
+		return nil, s.storeFailed(c, err)
 	}
-	if cap(c.out) < len(c.reqs) {
-		c.out = make([]sluice.Decision, len(c.reqs))
-	}
-	c.out = c.out[:len(c.reqs)]
-	clear(c.out)
-
-	// Checks first: a request over a checked limit is rejected before
-	// anything is charged.
-	//
-	// A check (a cost of 0) passes when one more unit would: at exactly
-	// its limit it is OVER_LIMIT. envoyproxy/ratelimit decides a
-	// descriptor by its counter after adding the request's hits, refusing
-	// only a count above the limit (limiter/base_limiter.go: over when
-	// limitAfterIncrease > the limit's requests_per_unit; the Redis fixed
-	// window cache adds the hits with INCRBY, here 0, so the count after
-	// is the count before); so its check at exactly the limit is OK with 0
-	// remaining, and only a counter already past the limit refuses it. Its
-	// counters pass their limits because it counts the hits of the
-	// requests it refuses. Sluice never counts a refused charge, so its
-	// counters stop at their limits, and a check that passed at the limit
-	// would pass for ever: checking on the request and charging a failure
-	// when the stream is done would then let every attempt through. The
-	// gateway's count rules check the same way (httplimit's peekCounted).
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind != kindPeek && it.kind != kindShadowPeek {
-			continue
-		}
-		p, key := c.ms[i].Rule.Policy, c.ms[i].Key
-		d, err := s.opts.Store.Peek(ctx, p, key)
-		if err != nil {
-			return nil, s.storeFailed(c, err)
-		}
-		if !d.Allowed && !d.Degraded && it.kind == kindPeek && p.PenaltyRef() != nil {
-			// A penalized limit counts a refused check as a strike, as the
-			// gateway's count rules do: the store takes one unit (a
-			// refusal charges nothing) and may block. Should the take be
-			// admitted after all (a unit freed meanwhile), the request
-			// stays refused.
-			if t, terr := s.opts.Store.Take(ctx, p, key, 1); terr == nil && !t.Allowed {
-				d = t
-			}
-		}
-		it.d = d
-		if !d.Allowed && it.kind == kindPeek {
-			over = true
-		}
-	}
-
-	// A cost beyond a limit's capacity never passes, whatever the store
-	// says; its status tells the limit's true state, charging nothing.
-	// Should the store not tell (it failed, or its failure policy
-	// answered), the status says 0 remaining and the limit's period, and
-	// the request is refused all the same.
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind != kindOver || c.ms[i].Rule.Policy == nil {
-			continue
-		}
-		if d, err := s.opts.Store.Peek(ctx, c.ms[i].Rule.Policy, c.ms[i].Key); err == nil && !d.Degraded {
-			d.Allowed = false
-			it.d = d
-		}
-	}
-
-	if len(c.reqs) > 0 {
-		if !over {
-			ok, err := sluice.TakeAll(ctx, s.opts.Store, c.reqs, c.out)
-			if err != nil {
-				if errors.Is(err, sluice.ErrInvalidBatch) {
-					return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-				}
-				return nil, s.storeFailed(c, err)
-			}
-			over = !ok
-			if over && len(c.reqs) > 1 {
-				if _, batch := s.opts.Store.(batchTaker); batch {
-					// A store's batch reports a member it would have admitted
-					// with what would remain after charging it; nothing was.
-					for j := range c.out {
-						if c.out[j].Allowed {
-							c.out[j].Remaining += c.reqs[j].N
-						}
-					}
-				}
-			}
-		}
-		if over {
-			// Nothing was charged: tell each counter's status without
-			// charging it, where the batch did not already.
-			for j := range c.reqs {
-				if !c.out[j].Time.IsZero() {
-					continue
-				}
-				d, err := s.opts.Store.Peek(ctx, c.reqs[j].Policy, c.reqs[j].Key)
-				if err != nil {
-					return nil, s.storeFailed(c, err)
-				}
-				if d.Allowed && d.Remaining < c.reqs[j].N {
-					d.Allowed = false
-				}
-				c.out[j] = d
-			}
-		}
-	}
-	// Shadow descriptors are decided alone, and charged only when the
-	// request is admitted.
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind != kindShadow {
-			continue
-		}
-		m := &c.ms[i]
-		var d sluice.Decision
-		var err error
-		if over {
-			d, err = s.opts.Store.Peek(ctx, m.Rule.Policy, m.Key)
-			if err == nil && d.Allowed && d.Remaining < it.hits {
-				d.Allowed = false
-			}
-		} else {
-			d, err = s.opts.Store.Take(ctx, m.Rule.Policy, m.Key, it.hits)
-		}
-		if err != nil {
-			return nil, s.storeFailed(c, err)
-		}
-		it.d = d
-	}
-
-	// Outcomes.
+	over := v != engine.Admitted
 	degraded := false
 	for i := range c.items {
 		it := &c.items[i]
-		if it.kind == kindBatch {
-			it.d = c.out[it.batch]
-		}
-		shadow := it.shadow
-		switch it.kind {
-		case kindNone:
-			// outcome set above
-		case kindOver:
-			it.outcome = OutcomeLimited
-		case kindBatch:
-			switch {
-			case !it.d.Allowed:
+		if it.check >= 0 {
+			r := &c.eng.Results[it.check]
+			it.d = r.Decision
+			switch r.Outcome {
+			case engine.Limited:
 				it.outcome = OutcomeLimited
-			case over:
+			case engine.ShadowLimited:
+				it.outcome = OutcomeShadowLimited
+			case engine.Skipped:
 				it.outcome = OutcomeSkipped
 			default:
 				it.outcome = OutcomeAllowed
 			}
-		default: // peeks and shadows
-			if it.d.Allowed {
-				it.outcome = OutcomeAllowed
-			} else {
-				it.outcome = OutcomeLimited
-			}
-		}
-		if shadow && it.outcome == OutcomeLimited {
-			it.outcome = OutcomeShadowLimited
 		}
 		degraded = degraded || it.d.Degraded
 		c.events[i].Outcome = it.outcome
@@ -736,7 +600,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 func (s *Service) storeFailed(c *call, err error) error {
 	for j := range c.items {
 		c.events[j].Outcome = c.items[j].outcome
-		if c.items[j].kind != kindNone {
+		if c.items[j].check >= 0 {
 			c.events[j].Outcome = OutcomeError
 		}
 	}
@@ -760,41 +624,11 @@ func (s *Service) anchorOf(entries []descriptor.Entry) (calendar.Anchor, bool) {
 	return calendar.Anchor{}, false
 }
 
-// samePolicy reports whether p and q keep the same state: the same policy,
-// or two built alike (a request's own limits beyond the tree's cache).
-func samePolicy(p, q *sluice.Policy) bool {
-	if p == q {
-		return true
-	}
-	if p.Name() != q.Name() || p.Len() != q.Len() {
-		return false
-	}
-	for i := range p.Len() {
-		if p.ID(i) != q.ID(i) {
-			return false
-		}
-	}
-	return true
-}
-
 func metricName(r *descriptor.Rule) string {
 	if r.MetricKey != "" {
 		return r.MetricKey
 	}
 	return r.Domain + ".override" // a request's own limit: never its values
-}
-
-// displayName is a rule's name in rate-limit headers.
-func displayName(r *descriptor.Rule) string {
-	switch {
-	case r.Name != "":
-		return r.Name
-	case r.MetricKey != "":
-		return r.MetricKey
-	case r.Policy != nil:
-		return r.Policy.Name()
-	}
-	return r.Domain
 }
 
 // response builds the protobuf answer. Statuses, their limits and
@@ -807,12 +641,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 	}
 	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
 	ptrs := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	limited := 0
-	for i := range c.items {
-		if c.items[i].kind != kindNone {
-			limited++
-		}
-	}
+	limited := len(c.eng.Checks)
 	var limits []rlsv3.RateLimitResponse_RateLimit
 	var durs []durationpb.Duration
 	if limited > 0 {
@@ -828,7 +657,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		r := c.ms[i].Rule
-		if it.kind == kindNone {
+		if it.check < 0 {
 			if r != nil && r.Unlimited {
 				st.LimitRemaining = math.MaxUint32
 			}
@@ -848,7 +677,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 		// Whole seconds, rounded up, as envoyproxy/ratelimit answers: Envoy
 		// reads only the seconds (its X-RateLimit-Reset), and a client told
 		// to wait less than the truth retries too early.
-		durs = append(durs, durationpb.Duration{Seconds: ceilSeconds(s.resetOf(c, i))})
+		durs = append(durs, durationpb.Duration{Seconds: engine.CeilSeconds(c.eng.ResetAfter(it.check))})
 		st.DurationUntilReset = &durs[len(durs)-1]
 	}
 	resp.Statuses = ptrs
@@ -862,7 +691,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 	var violations []*structpb.Value
 	enabled := false
 	for i := range c.items {
-		if r := c.ms[i].Rule; r != nil && r.QuotaMode && c.items[i].kind != kindNone {
+		if r := c.ms[i].Rule; r != nil && r.QuotaMode && c.items[i].check >= 0 {
 			enabled = true
 			if c.items[i].outcome == OutcomeShadowLimited {
 				violations = append(violations, structpb.NewNumberValue(float64(i)))

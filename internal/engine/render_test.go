@@ -1,6 +1,7 @@
-package httplimit
+package engine
 
 import (
+	"net/textproto"
 	"testing"
 	"time"
 
@@ -20,6 +21,18 @@ func TestAppendItems(t *testing.T) {
 	for i, tt := range tests {
 		if tt.got != tt.want {
 			t.Errorf("%d: got %s, want %s", i, tt.got, tt.want)
+		}
+	}
+}
+
+// The canonical keys are the names in net/http's canonical form.
+func TestKeys(t *testing.T) {
+	for name, key := range map[string]string{
+		NameRateLimitPolicy: KeyRateLimitPolicy, NameRateLimit: KeyRateLimit, NameLimit: KeyLimit,
+		NameRemaining: KeyRemaining, NameReset: KeyReset, NameRetryAfter: KeyRetryAfter,
+	} {
+		if got := textproto.CanonicalMIMEHeaderKey(name); got != key {
+			t.Errorf("%s: key %q, want %q", name, key, got)
 		}
 	}
 }
