@@ -10,29 +10,30 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/filewatch"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // options maps a config file onto the gateway's options.
-func options(cfg *config.Config) (gateway.Options, error) {
+func options(cfg *config.Config) (server.Options, error) {
 	ip, err := clientip.New(cfg.ClientIP)
 	if err != nil {
-		return gateway.Options{}, fmt.Errorf("client_ip: %w", err)
+		return server.Options{}, fmt.Errorf("client_ip: %w", err)
 	}
 	lo := cfg.Limiter
 	lo.ClientIP = ip
-	host := gateway.HostUpstream
+	host := proxy.HostUpstream
 	if cfg.Proxy.PreserveHost {
-		host = gateway.HostPreserve
+		host = proxy.HostPreserve
 	}
 	var id *identity.Options
 	if cfg.JWT != nil {
 		o := cfg.JWT.Options()
 		id = &o
 	}
-	return gateway.Options{
+	return server.Options{
 		Listen:            cfg.Server.Listen,
 		Admin:             cfg.Server.Admin,
 		Upstream:          cfg.Upstream,
@@ -41,7 +42,7 @@ func options(cfg *config.Config) (gateway.Options, error) {
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
-		Proxy: gateway.ProxyOptions{
+		Proxy: proxy.Options{
 			DialTimeout:           cfg.Proxy.DialTimeout,
 			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 			IdleConnTimeout:       cfg.Proxy.IdleTimeout,
@@ -61,11 +62,11 @@ func options(cfg *config.Config) (gateway.Options, error) {
 }
 
 // serviceOptions maps the service section onto the gateway's options.
-func serviceOptions(s *config.Service) *gateway.ServiceOptions {
+func serviceOptions(s *config.Service) *server.ServiceOptions {
 	if s == nil {
 		return nil
 	}
-	o := &gateway.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable, Anchor: s.Anchor}
+	o := &server.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable, Anchor: s.Anchor}
 	if s.DecideOnError {
 		o.OnStoreError = rls.FailOnError
 	}
@@ -89,11 +90,11 @@ func serviceOptions(s *config.Service) *gateway.ServiceOptions {
 }
 
 // forwardAuthOptions maps server.forward_auth onto the gateway's options.
-func forwardAuthOptions(fa *config.ForwardAuth) *gateway.ForwardAuthOptions {
+func forwardAuthOptions(fa *config.ForwardAuth) *server.ForwardAuthOptions {
 	if fa == nil {
 		return nil
 	}
-	return &gateway.ForwardAuthOptions{Listen: fa.Listen, TrustedProxies: fa.TrustedProxies}
+	return &server.ForwardAuthOptions{Listen: fa.Listen, TrustedProxies: fa.TrustedProxies}
 }
 
 // check validates the file as serve loads it, and summarises it.

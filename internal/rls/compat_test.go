@@ -132,9 +132,7 @@ func TestCompatShadowIsADryRun(t *testing.T) {
 	}
 	// Shadow mode off: the same limit, now enforced, keeps its counter.
 	off := strings.Replace(compatConfig, "shadow_mode: true", "shadow_mode: false", 1)
-	if err := h.svc.SetRules(newSet(t, off)); err != nil {
-		t.Fatal(err)
-	}
+	h.reload(t, newSet(t, off))
 	shadowMode = false
 	for i, n := range costs[:4] {
 		s, e := decide("enforced", n), decide("shadow", n)

@@ -22,7 +22,7 @@ const maxJSONBody = 1 << 20
 // failed, and 405 for a method other than POST. A body that does not arrive
 // within the listener's read timeout gets 408 and one over 1 MiB 413, as
 // on the gateway, each with an application/problem+json document.
-func (s *Service) JSONHandler() http.Handler {
+func JSONHandler(d Decider) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -39,7 +39,7 @@ func (s *Service) JSONHandler() http.Handler {
 			http.Error(w, "rls: invalid request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := s.Decide(r.Context(), &req)
+		resp, err := d.Decide(r.Context(), &req)
 		if err != nil {
 			code := http.StatusInternalServerError
 			switch {

@@ -61,7 +61,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -233,17 +232,12 @@ var ErrStore = errors.New("rls: store could not decide")
 // Service is the rate-limit service. Build it with New; it is safe for
 // concurrent use.
 type Service struct {
-	rlsv3.UnimplementedRateLimitServiceServer
-
 	opts  Options
 	eng   *engine.Engine
 	style engine.Style
 	names *engine.Names
-	rules atomic.Pointer[rulesBox]
 	pool  sync.Pool // *call
 }
-
-type rulesBox struct{ r Rules }
 
 // New returns a service for the options.
 func New(opts Options) (*Service, error) {
@@ -293,31 +287,49 @@ func New(opts Options) (*Service, error) {
 		// policy is a denial, the protocol having no other answer.
 		eng: engine.New(opts.Store, engine.Options{Report: true, StopOnError: true, DegradedDenials: true}),
 	}
-	s.rules.Store(&rulesBox{opts.Rules})
 	s.pool.New = func() any { return new(call) }
 	return s, nil
 }
 
-// SetRules replaces the rule tree atomically: requests that started before
-// finish with the old tree, later ones use the new. Counters carry over
-// wherever the new tree gives a limit the same policy (same name and
-// definition). A nil tree is ignored and reported as an error.
-func (s *Service) SetRules(r Rules) error {
-	if r == nil {
-		return errors.New("rls: nil rules")
-	}
-	s.rules.Store(&rulesBox{r})
-	return nil
+// Rules returns the service's rule tree. A Service's options never change:
+// a new configuration is a new Service on the same store (see Current),
+// and counters carry over wherever the new tree gives a limit the same
+// policy (its name and index).
+func (s *Service) Rules() Rules { return s.opts.Rules }
+
+// Decider decides rate-limit requests, as Service.Decide does: a
+// *Service, or Current. The gRPC server and the HTTP handlers serve one.
+type Decider interface {
+	Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
 }
 
-// Rules returns the current rule tree.
-func (s *Service) Rules() Rules { return s.rules.Load().r }
+var _ Decider = (*Service)(nil)
+
+// Current is the service of the moment: each call goes to the *Service
+// the function returns then, and runs whole under it. A server that builds
+// a Service per configuration, and swaps it on reload, serves Current.
+type Current func() *Service
+
+// Decide decides req on the current service.
+func (f Current) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return f().Decide(ctx, req)
+}
 
 // ShouldRateLimit implements the RLS v3 RateLimitService. Invalid requests
 // get codes.InvalidArgument; a store failure gets codes.Unavailable unless
 // OnStoreError is FailOnError and the store decided by its failure policy.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	resp, err := s.Decide(ctx, req)
+	return grpcService{d: s}.ShouldRateLimit(ctx, req)
+}
+
+// grpcService serves a Decider as the RLS v3 RateLimitService.
+type grpcService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	d Decider
+}
+
+func (g grpcService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := g.d.Decide(ctx, req)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -386,7 +398,7 @@ func grow[T any](s []T, n int) []T {
 // the store failed.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
-	rules := s.rules.Load().r
+	rules := s.opts.Rules
 	nEntries, err := s.validate(req)
 	if err != nil {
 		s.observeError(ctx, rules, req.GetDomain(), err, start)

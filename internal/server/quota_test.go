@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"strconv"
@@ -8,8 +8,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -18,8 +18,8 @@ import (
 // as their metrics say.
 func TestTwoGatewaysLeaseGlobalRule(t *testing.T) {
 	srv := redistest.Start(t)
-	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, LeaseRate: 1}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	opts := func() server.Options {
+		return server.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second, LeaseRate: 1}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 			{Name: "global", Key: []httplimit.KeyPart{httplimit.Global()}, Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 200, Period: time.Hour}, Sync: sluice.Sync{Mode: sluice.SyncLease}},
 		}}}
 	}

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"crypto/ed25519"
@@ -17,8 +17,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // issue signs a token for sub and plan with key, as an identity provider
@@ -56,8 +56,8 @@ func TestGatewayTiersFromVerifiedTokens(t *testing.T) {
 	defer up.Close()
 	issuerPub, issuerKey, _ := ed25519.GenerateKey(rand.Reader)
 	attackerPub, attackerKey, _ := ed25519.GenerateKey(rand.Reader)
-	opts := func(trusted ed25519.PublicKey) gateway.Options {
-		return gateway.Options{
+	opts := func(trusted ed25519.PublicKey) server.Options {
+		return server.Options{
 			Upstream: up.URL,
 			Identity: &identity.Options{Keys: []identity.Key{{Public: trusted}}, Algorithms: []string{"EdDSA"},
 				Issuer: "https://auth.example.com/", Audience: "api", Leeway: 30 * time.Second},
@@ -66,7 +66,7 @@ func TestGatewayTiersFromVerifiedTokens(t *testing.T) {
 				Rules: []httplimit.Rule{{Name: "api", Key: []httplimit.KeyPart{httplimit.JWT("sub")}, Limit: fixed(2, time.Hour),
 					Tiers: map[string]sluice.Limit{"premium": fixed(5, time.Hour)}}},
 			},
-			ForwardAuth: &gateway.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+			ForwardAuth: &server.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		}
 	}
 	g, gw := startGW(t, opts(issuerPub))
@@ -103,7 +103,7 @@ func TestGatewayTiersFromVerifiedTokens(t *testing.T) {
 	}
 
 	// Forward-auth takes the identity from the request the proxy describes.
-	faAddr := gw.Addr(gateway.ListenerForwardAuth)
+	faAddr := gw.Addr(server.ListenerForwardAuth)
 	fa := func(header map[string]string) int {
 		t.Helper()
 		h := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/x", "X-Forwarded-For": "198.51.100.7"}
@@ -123,7 +123,7 @@ func TestGatewayTiersFromVerifiedTokens(t *testing.T) {
 
 	// The key rotates: after a reload, tokens of the new key verify and
 	// those of the old one do not.
-	if err := gw.Reload(func() (gateway.Options, error) {
+	if err := gw.Reload(func() (server.Options, error) {
 		o := opts(attackerPub)
 		o.Listen, o.Admin = "127.0.0.1:0", "127.0.0.1:0"
 		return o, nil
@@ -160,7 +160,7 @@ func TestGatewayBoundsForgedTokens(t *testing.T) {
 	defer up.Close()
 	issuerPub, issuerKey, _ := ed25519.GenerateKey(rand.Reader)
 	_, attackerKey, _ := ed25519.GenerateKey(rand.Reader)
-	g, gw := startGW(t, gateway.Options{
+	g, gw := startGW(t, server.Options{
 		Upstream: up.URL,
 		Identity: &identity.Options{Keys: []identity.Key{{Public: issuerPub}}, Algorithms: []string{"EdDSA"},
 			Issuer: "https://auth.example.com/", Audience: "api", Leeway: 30 * time.Second, MaxBadSignatures: 1,
@@ -169,9 +169,9 @@ func TestGatewayBoundsForgedTokens(t *testing.T) {
 			Tiers: httplimit.Tiers{From: httplimit.JWT("plan"), Client: httplimit.JWT("sub")},
 			Rules: []httplimit.Rule{{Name: "api", Key: []httplimit.KeyPart{httplimit.JWT("sub")}, Limit: fixed(1000, time.Hour)}},
 		},
-		ForwardAuth: &gateway.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+		ForwardAuth: &server.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 	})
-	faAddr := gw.Addr(gateway.ListenerForwardAuth)
+	faAddr := gw.Addr(server.ListenerForwardAuth)
 	fa := func(client, tok string) {
 		t.Helper()
 		h := map[string]string{"X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/x", "X-Forwarded-For": client, "Authorization": "Bearer " + tok}

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"bufio"
@@ -20,8 +20,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -97,7 +97,7 @@ func logLines(log, level, msg string) int {
 
 // start serves a gateway on loopback ports (the options' own, if set) for
 // the test, logging at INFO into running.logs.
-func start(t *testing.T, opts gateway.Options) *running {
+func start(t *testing.T, opts server.Options) *running {
 	t.Helper()
 	r, _ := launch(t, opts, slog.LevelInfo)
 	return r
@@ -105,7 +105,7 @@ func start(t *testing.T, opts gateway.Options) *running {
 
 // launch is start, logging at level, and returns the gateway too; each of
 // prepare is called with it before it runs.
-func launch(t *testing.T, opts gateway.Options, level slog.Level, prepare ...func(*gateway.Gateway)) (*running, *gateway.Gateway) {
+func launch(t *testing.T, opts server.Options, level slog.Level, prepare ...func(*server.Server)) (*running, *server.Server) {
 	t.Helper()
 	logs := &syncBuffer{}
 	opts.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: level}))
@@ -116,11 +116,11 @@ func launch(t *testing.T, opts gateway.Options, level slog.Level, prepare ...fun
 		opts.Admin = "127.0.0.1:0"
 	}
 	if opts.Upstream == "" {
-		opts.Upstream = gateway.EchoUpstream
+		opts.Upstream = server.EchoUpstream
 	}
-	g, err := gateway.New(opts)
+	g, err := server.New(opts)
 	if err != nil {
-		t.Fatalf("gateway.New: %v", err)
+		t.Fatalf("server.New: %v", err)
 	}
 	for _, f := range prepare {
 		f(g)
@@ -194,7 +194,7 @@ func TestGatewayLimitsOverRealHTTP(t *testing.T) {
 		io.WriteString(w, "hello")
 	}))
 	defer up.Close()
-	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "health", Match: httplimit.Match{Paths: []string{"/healthz"}}, Action: httplimit.Exempt},
 		{Name: "login", Match: httplimit.Match{Paths: []string{"/login"}, Methods: []string{"POST"}},
 			Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 2, Period: time.Minute}},
@@ -268,7 +268,7 @@ func TestGatewayLimitsOverRealHTTP(t *testing.T) {
 // max_keys with live state and checks that the metrics say so: the cap, the
 // entries held, and the live entries evicted.
 func TestGatewayEvictionMetrics(t *testing.T) {
-	g := start(t, gateway.Options{MaxKeys: 64, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{MaxKeys: 64, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "per-user", Key: []httplimit.KeyPart{httplimit.Header("X-User")}, Limit: fixed(1, time.Hour)},
 	}}})
 	const users = 100
@@ -305,7 +305,7 @@ func TestGatewaySpoofedForwardedForChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := start(t, gateway.Options{Limiter: httplimit.Options{ClientIP: trusted, Rules: []httplimit.Rule{
+	g := start(t, server.Options{Limiter: httplimit.Options{ClientIP: trusted, Rules: []httplimit.Rule{
 		{Name: "per-ip", Limit: fixed(2, time.Hour)},
 	}}})
 	codes := ""
@@ -324,7 +324,7 @@ func TestGatewaySpoofedForwardedForChangesNothing(t *testing.T) {
 }
 
 func TestGatewayDelayDelaysThenPasses(t *testing.T) {
-	g := start(t, gateway.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	g := start(t, server.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 		Name: "export", Action: httplimit.Delay, MaxDelay: time.Second,
 		Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: 300 * time.Millisecond},
 	}}}})
@@ -346,7 +346,7 @@ func TestGatewayDelayDelaysThenPasses(t *testing.T) {
 }
 
 func TestGatewayShadowNeverBlocks(t *testing.T) {
-	g := start(t, gateway.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	g := start(t, server.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 		Name: "global-writes", Key: []httplimit.KeyPart{httplimit.Global()}, Action: httplimit.Shadow, Limit: fixed(1, time.Hour),
 	}}}})
 	for range 5 {
@@ -360,7 +360,7 @@ func TestGatewayShadowNeverBlocks(t *testing.T) {
 }
 
 func TestGatewayMalformedRequests(t *testing.T) {
-	g := start(t, gateway.Options{MaxHeaderBytes: 4 << 10, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{MaxHeaderBytes: 4 << 10, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "by-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: fixed(100, time.Hour)},
 	}}})
 	r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": strings.Repeat("k", 64<<10)})
@@ -397,7 +397,7 @@ func TestGatewayGracefulShutdown(t *testing.T) {
 		io.WriteString(w, "finished")
 	}))
 	defer up.Close()
-	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{Name: "r", Limit: fixed(10, time.Minute)}}}})
+	g := start(t, server.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{Name: "r", Limit: fixed(10, time.Minute)}}}})
 	result := make(chan string, 1)
 	go func() {
 		resp, err := http.Get(g.url + "/slow")
@@ -435,8 +435,8 @@ func TestGatewayGracefulShutdown(t *testing.T) {
 
 func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 	srv := redistest.Start(t)
-	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	opts := func() server.Options {
+		return server.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 25, Period: time.Hour}},
 		}}}
 	}
@@ -493,14 +493,14 @@ func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 
 // Two gateways on one Redis decide every request's rules together: a
 // request that one rule rejects is charged to none, even while other
-// requests race it through the other gateway. 40 users, 3 requests each, at
+// requests race it through the other server. 40 users, 3 requests each, at
 // most 2 per user and 30 in all on a shared API key: exactly 30 pass, and
 // afterwards every user has exactly the per-user quota its admitted requests
 // left.
 func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
 	srv := redistest.Start(t)
-	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	opts := func() server.Options {
+		return server.Options{Backend: "redis", Redis: redisstore.Options{URL: "redis://" + srv.Addr, Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 			{Name: "per-user", Key: []httplimit.KeyPart{httplimit.Header("X-User")}, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
 			{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.SlidingLog, Count: 30, Period: time.Hour}},
 		}}}
@@ -545,7 +545,7 @@ func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
 func TestGatewayStartsWithRedisDown(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
-	g := start(t, gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "per-key", Key: []httplimit.KeyPart{httplimit.Header("X-API-Key")}, Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
 	}}})
 	if !strings.Contains(g.logs.String(), "Redis unreachable at start") {
@@ -588,7 +588,7 @@ func TestGatewayUpstreamRateLimitFields(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer up.Close()
-	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "api", Match: httplimit.Match{Paths: []string{"/api/*"}}, Limit: fixed(10, time.Minute)},
 	}}})
 	r := get(t, "GET", g.url+"/api/x", nil)
@@ -626,7 +626,7 @@ func TestGatewayStreams(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(second)
-	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{Name: "r", Limit: fixed(10, time.Minute)}}}})
+	g := start(t, server.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{Name: "r", Limit: fixed(10, time.Minute)}}}})
 	// The client gives up well before the upstream would send the second
 	// event by itself: only a flushed first event arrives in time.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

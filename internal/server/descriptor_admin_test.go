@@ -1,9 +1,10 @@
-package gateway_test
+package server_test
 
 import (
 	"context"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,15 +16,15 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/descriptor"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
 // serviceOptions are adminOptions with a rate-limit service whose domain
 // "api" limits each client value to 3 an hour, allow-lists "health" and
 // never limits "free".
-func serviceOptions(t *testing.T) gateway.Options {
+func serviceOptions(t *testing.T) server.Options {
 	t.Helper()
 	rules, err := descriptor.New(descriptor.Domain{Name: "api", Descriptors: []descriptor.Descriptor{
 		{Key: "client", RateLimit: &descriptor.RateLimit{RequestsPerUnit: 3, Unit: descriptor.Hour}},
@@ -34,15 +35,15 @@ func serviceOptions(t *testing.T) gateway.Options {
 		t.Fatal(err)
 	}
 	o := adminOptions()
-	o.Service = &gateway.ServiceOptions{GRPC: "127.0.0.1:0", Rules: rules}
+	o.Service = &server.ServiceOptions{GRPC: "127.0.0.1:0", Rules: rules}
 	return o
 }
 
 // rlsClient returns a function that asks the gateway's service about one
 // descriptor {key: value} of domain api, charging hits (0 checks only).
-func rlsClient(t *testing.T, g *gateway.Gateway) func(key, value string, hits uint64) rlsv3.RateLimitResponse_Code {
+func rlsClient(t *testing.T, g *server.Server) func(key, value string, hits uint64) rlsv3.RateLimitResponse_Code {
 	t.Helper()
-	conn, err := grpc.NewClient(g.Addr(gateway.ListenerGRPC).String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(g.Addr(server.ListenerGRPC).String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestAdminAPIDescriptorErrors(t *testing.T) {
 // within its poll interval, and so does its removal.
 func TestDescriptorOverridesShareRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	opts := func() gateway.Options {
+	opts := func() server.Options {
 		o := serviceOptions(t)
 		o.Backend, o.Redis, o.OverridesPoll = "redis", redisstore.Options{URL: srv.URL()}, 20*time.Millisecond
 		return o
@@ -308,7 +309,7 @@ func TestDescriptorOverrideSurvivesReload(t *testing.T) {
 	if got := ask("client", "a", 4); got != rlsOK {
 		t.Fatalf("4 hits under the override: %v, want OK", got)
 	}
-	if err := g.Reload(func() (gateway.Options, error) { return serviceOptions(t), nil }); err != nil {
+	if err := g.Reload(func() (server.Options, error) { return serviceOptions(t), nil }); err != nil {
 		t.Fatal(err)
 	}
 	if got := ask("client", "a", 1); got != rlsOK {
@@ -316,5 +317,48 @@ func TestDescriptorOverrideSurvivesReload(t *testing.T) {
 	}
 	if got := ask("client", "a", 1); got != rlsOver {
 		t.Errorf("after the reload, the sixth hit: %v, want OVER_LIMIT", got)
+	}
+}
+
+// A reload builds one generation for both faces: the service's new rules
+// apply with the gateway's, and a configuration one face cannot take is
+// refused whole, the other face keeping its running rules too.
+func TestReloadSwapsBothFaces(t *testing.T) {
+	_, g := startGW(t, serviceOptions(t))
+	ask := rlsClient(t, g)
+	withLimits := func(service uint32, loginRule string) server.Options {
+		o := serviceOptions(t)
+		rules, err := descriptor.New(descriptor.Domain{Name: "api", Descriptors: []descriptor.Descriptor{
+			{Key: "client", RateLimit: &descriptor.RateLimit{RequestsPerUnit: service, Unit: descriptor.Hour}},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Service.Rules = rules
+		o.Limiter.Rules[1].Name = loginRule
+		return o
+	}
+	if err := g.Reload(func() (server.Options, error) { return withLimits(1, "signin"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Limiter().Rules(); !slices.Contains(got, "signin") {
+		t.Fatalf("the gateway's rules after the reload: %v, want signin among them", got)
+	}
+	if got := ask("client", "a", 1); got != rlsOK {
+		t.Fatalf("first hit under 1 an hour: %v, want OK", got)
+	}
+	if got := ask("client", "a", 1); got != rlsOver {
+		t.Fatalf("second hit under 1 an hour: %v, want OVER_LIMIT: the service's rules were not reloaded", got)
+	}
+	// The gateway cannot take two rules of one name: the reload is refused,
+	// and the service keeps 1 an hour although the file says 10.
+	if err := g.Reload(func() (server.Options, error) { return withLimits(10, "api"), nil }); err == nil {
+		t.Fatal("a reload with two rules named api succeeded")
+	}
+	if got := ask("client", "b", 1); got != rlsOK {
+		t.Fatalf("after the refused reload, b's first hit: %v, want OK", got)
+	}
+	if got := ask("client", "b", 1); got != rlsOver {
+		t.Errorf("after the refused reload, b's second hit: %v, want OVER_LIMIT (the running 1 an hour)", got)
 	}
 }

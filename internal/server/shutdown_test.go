@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // On SIGTERM a gateway answers /readyz 503 at once, and keeps its admin
@@ -46,8 +46,8 @@ func TestShutdownClosesTheAdminListenerLast(t *testing.T) {
 			o.ShutdownDelay, o.ShutdownTimeout = delay, time.Minute
 			fire := make(chan time.Time)
 			asked := make(chan time.Duration, 1)
-			g, gw := launch(t, o, slog.LevelInfo, func(g *gateway.Gateway) {
-				gateway.SetAfter(g, func(d time.Duration) <-chan time.Time { asked <- d; return fire })
+			g, gw := launch(t, o, slog.LevelInfo, func(g *server.Server) {
+				server.SetAfter(g, func(d time.Duration) <-chan time.Time { asked <- d; return fire })
 			})
 			adminAddr := strings.TrimPrefix(g.admin, "http://")
 			t.Cleanup(unblock) // on failure, before the gateway stops: the drain would wait for it
@@ -67,7 +67,7 @@ func TestShutdownClosesTheAdminListenerLast(t *testing.T) {
 			}()
 			<-arrived
 			const jsonReq = `{"domain":"api","descriptors":[{"entries":[{"key":"client","value":"a"}]}]}`
-			jc, err := net.Dial("tcp", gw.Addr(gateway.ListenerServiceHTTP).String())
+			jc, err := net.Dial("tcp", gw.Addr(server.ListenerServiceHTTP).String())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,10 +113,10 @@ func TestShutdownClosesTheAdminListenerLast(t *testing.T) {
 				if r := get(t, "GET", g.url+"/", nil); r.StatusCode != 200 || !r.Close {
 					t.Errorf("during the delay: the gateway answered %d, Connection: close %v; want 200, and close", r.StatusCode, r.Close)
 				}
-				if r := get(t, "GET", "http://"+gw.Addr(gateway.ListenerServiceHTTP).String()+"/healthcheck", nil); r.StatusCode != 503 {
+				if r := get(t, "GET", "http://"+gw.Addr(server.ListenerServiceHTTP).String()+"/healthcheck", nil); r.StatusCode != 503 {
 					t.Errorf("during the delay: the service's /healthcheck %d, want 503", r.StatusCode)
 				}
-				if st := grpcHealth(t, gw.Addr(gateway.ListenerGRPC).String()); st != healthpb.HealthCheckResponse_NOT_SERVING {
+				if st := grpcHealth(t, gw.Addr(server.ListenerGRPC).String()); st != healthpb.HealthCheckResponse_NOT_SERVING {
 					t.Errorf("during the delay: gRPC health %v, want NOT_SERVING", st)
 				}
 				adminServes("during the delay")

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"strings"
@@ -7,8 +7,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -17,7 +17,7 @@ import (
 func TestGatewayOnErrorDenyAnswers503(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
-	g := start(t, gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), OnError: redisstore.Deny}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), OnError: redisstore.Deny}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "per-ip", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 100, Period: time.Hour}},
 	}}})
 	for range 3 {

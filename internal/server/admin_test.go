@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"encoding/json"
@@ -11,22 +11,22 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
 const token = "0123456789abcdef-test-token"
 
 // startGW is start on ports of its own, keeping the gateway for Reload.
-func startGW(t *testing.T, opts gateway.Options) (*running, *gateway.Gateway) {
+func startGW(t *testing.T, opts server.Options) (*running, *server.Server) {
 	t.Helper()
 	opts.Listen, opts.Admin = "127.0.0.1:0", "127.0.0.1:0"
 	return launch(t, opts, slog.LevelInfo)
 }
 
-func adminOptions() gateway.Options {
-	return gateway.Options{AdminToken: []byte(token), Limiter: httplimit.Options{
+func adminOptions() server.Options {
+	return server.Options{AdminToken: []byte(token), Limiter: httplimit.Options{
 		Tiers: httplimit.Tiers{From: httplimit.Header("X-API-Key"), Keys: map[string]string{"k-gold": "premium"}},
 		Rules: []httplimit.Rule{
 			{Name: "health", Match: httplimit.Match{Paths: []string{"/healthz"}}, Action: httplimit.Exempt},
@@ -103,7 +103,7 @@ func TestAdminAPIAuth(t *testing.T) {
 	if code, _, _ := call(t, "GET", g.admin+"/admin/v1/clients", ""); code != 200 {
 		t.Errorf("with the token: %d", code)
 	}
-	off, _ := startGW(t, gateway.Options{Limiter: adminOptions().Limiter})
+	off, _ := startGW(t, server.Options{Limiter: adminOptions().Limiter})
 	if code, m, _ := call(t, "GET", off.admin+"/admin/v1/clients", ""); code != 404 || !strings.Contains(m["detail"].(string), "admin.api") {
 		t.Errorf("API off: %d %v; want 404 naming admin.api", code, m)
 	}
@@ -205,9 +205,9 @@ func TestAdminAPIOverrides(t *testing.T) {
 		t.Errorf("list: %d %v", code, m)
 	}
 	// Overrides survive a reload.
-	if err := gw.Reload(func() (gateway.Options, error) {
+	if err := gw.Reload(func() (server.Options, error) {
 		o := adminOptions()
-		o.Listen, o.Admin, o.Upstream = opts.Listen, opts.Admin, gateway.EchoUpstream
+		o.Listen, o.Admin, o.Upstream = opts.Listen, opts.Admin, server.EchoUpstream
 		return o, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestAdminAPIOverridesNeedTierSource(t *testing.T) {
 
 func TestTwoGatewaysShareOverridesThroughRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	opts := func() gateway.Options {
+	opts := func() server.Options {
 		o := adminOptions()
 		o.Backend, o.Redis, o.OverridesPoll = "redis", redisstore.Options{URL: srv.URL()}, 20*time.Millisecond
 		return o
@@ -311,27 +311,27 @@ func TestAdminAPINeedsLoopbackListener(t *testing.T) {
 	opts := adminOptions()
 	opts.Admin = "0.0.0.0:0"
 	opts.Listen = "127.0.0.1:0"
-	opts.Upstream = gateway.EchoUpstream
-	if _, err := gateway.New(opts); err == nil || !strings.Contains(err.Error(), "is not a loopback address") {
+	opts.Upstream = server.EchoUpstream
+	if _, err := server.New(opts); err == nil || !strings.Contains(err.Error(), "is not a loopback address") {
 		t.Fatalf("New with the API on 0.0.0.0: %v", err)
 	}
 	opts.AdminToken = nil
-	g, err := gateway.New(opts)
+	g, err := server.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	err = g.Reload(func() (gateway.Options, error) {
+	err = g.Reload(func() (server.Options, error) {
 		o := adminOptions()
-		o.Admin, o.Upstream = "127.0.0.1:9090", gateway.EchoUpstream
+		o.Admin, o.Upstream = "127.0.0.1:9090", server.EchoUpstream
 		return o, nil
 	})
 	if err == nil || !strings.Contains(err.Error(), "is not a loopback address") {
 		t.Errorf("Reload turning the API on: %v", err)
 	}
-	err = g.Reload(func() (gateway.Options, error) {
+	err = g.Reload(func() (server.Options, error) {
 		o := adminOptions()
-		o.Admin, o.Upstream, o.AdminAllowRemote = "0.0.0.0:0", gateway.EchoUpstream, true
+		o.Admin, o.Upstream, o.AdminAllowRemote = "0.0.0.0:0", server.EchoUpstream, true
 		return o, nil
 	})
 	if err != nil {

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"bufio"
@@ -17,7 +17,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/proxy"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // seen is what an upstream received.
@@ -64,10 +65,10 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		trusted string
-		host    gateway.HostMode
+		host    proxy.HostMode
 		want    map[string]string
 	}{
-		{"trusted peer", "127.0.0.1/32", gateway.HostPreserve, map[string]string{
+		{"trusted peer", "127.0.0.1/32", proxy.HostPreserve, map[string]string{
 			"Host":              "api.example.com",
 			"X-Forwarded-For":   "203.0.113.9, 127.0.0.1",
 			"X-Forwarded-Proto": "https",
@@ -75,7 +76,7 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 			"Forwarded":         "for=203.0.113.9;proto=https, for=127.0.0.1;host=api.example.com;proto=http",
 			"X-Real-IP":         "203.0.113.9",
 		}},
-		{"untrusted peer", "10.0.0.0/8", gateway.HostPreserve, map[string]string{
+		{"untrusted peer", "10.0.0.0/8", proxy.HostPreserve, map[string]string{
 			"Host":              "api.example.com",
 			"X-Forwarded-For":   "127.0.0.1",
 			"X-Forwarded-Proto": "http",
@@ -83,7 +84,7 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 			"Forwarded":         "for=127.0.0.1;host=api.example.com;proto=http",
 			"X-Real-IP":         "",
 		}},
-		{"upstream host", "127.0.0.1/32", gateway.HostUpstream, map[string]string{
+		{"upstream host", "127.0.0.1/32", proxy.HostUpstream, map[string]string{
 			"Host":            "", // the upstream's own address, checked below
 			"X-Forwarded-For": "203.0.113.9, 127.0.0.1",
 		}},
@@ -91,7 +92,7 @@ func TestGatewayForwardingHeaders(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up, got := recordingUpstream(t)
 			ip := resolver(t, tc.trusted)
-			g := start(t, gateway.Options{Upstream: up.URL, Proxy: gateway.ProxyOptions{Host: tc.host},
+			g := start(t, server.Options{Upstream: up.URL, Proxy: proxy.Options{Host: tc.host},
 				Limiter: httplimit.Options{ClientIP: ip, Rules: perIP}})
 			req, _ := http.NewRequest("GET", g.url+"/x", nil)
 			for k, v := range sent {
@@ -127,7 +128,7 @@ func TestGatewayUpstreamTimeout(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-release }))
 	defer up.Close()
 	defer close(release)
-	g := start(t, gateway.Options{Upstream: up.URL, Proxy: gateway.ProxyOptions{ResponseHeaderTimeout: 200 * time.Millisecond},
+	g := start(t, server.Options{Upstream: up.URL, Proxy: proxy.Options{ResponseHeaderTimeout: 200 * time.Millisecond},
 		Limiter: httplimit.Options{Rules: perIP}})
 	began := time.Now()
 	r := get(t, "GET", g.url+"/slow", nil)
@@ -159,7 +160,7 @@ func TestGatewaySlowBodyCutOff(t *testing.T) {
 		}
 	}))
 	defer up.Close()
-	g := start(t, gateway.Options{Upstream: up.URL, ReadTimeout: 300 * time.Millisecond, Limiter: httplimit.Options{Rules: perIP}})
+	g := start(t, server.Options{Upstream: up.URL, ReadTimeout: 300 * time.Millisecond, Limiter: httplimit.Options{Rules: perIP}})
 	c, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +214,7 @@ func TestGatewayDeadUpstreamLogThrottled(t *testing.T) {
 	dead := "http://" + l.Addr().String()
 	l.Close() // nothing listens there: connections are refused
 	const perSecond, requests = 3, 200
-	g := start(t, gateway.Options{Upstream: dead, Proxy: gateway.ProxyOptions{LogLinesPerSecond: perSecond},
+	g := start(t, server.Options{Upstream: dead, Proxy: proxy.Options{LogLinesPerSecond: perSecond},
 		Limiter: httplimit.Options{Rules: perIP}})
 	var wg sync.WaitGroup
 	for w := range 4 {
@@ -268,7 +269,7 @@ func TestGatewayAbortedUploadIsNotAnUpstreamFailure(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(release)
-	g := start(t, gateway.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: perIP}})
+	g := start(t, server.Options{Upstream: up.URL, Limiter: httplimit.Options{Rules: perIP}})
 	c, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +305,7 @@ func TestGatewayDelayDoesNotEatReadTimeout(t *testing.T) {
 		fmt.Fprintf(w, "%d %v", n, err)
 	}))
 	defer up.Close()
-	g := start(t, gateway.Options{Upstream: up.URL, ReadTimeout: 300 * time.Millisecond, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	g := start(t, server.Options{Upstream: up.URL, ReadTimeout: 300 * time.Millisecond, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 		Name: "upload", Action: httplimit.Delay, MaxDelay: 10 * time.Second,
 		Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: 2 * time.Second},
 	}}}})
@@ -341,7 +342,7 @@ func TestGatewayUpgradeOutlivesReadTimeout(t *testing.T) {
 		io.Copy(conn, brw) // echo until the client closes
 	}))
 	defer up.Close()
-	g := start(t, gateway.Options{Upstream: up.URL, ReadTimeout: 200 * time.Millisecond, Limiter: httplimit.Options{Rules: perIP}})
+	g := start(t, server.Options{Upstream: up.URL, ReadTimeout: 200 * time.Millisecond, Limiter: httplimit.Options{Rules: perIP}})
 	c, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
 	if err != nil {
 		t.Fatal(err)

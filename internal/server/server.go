@@ -1,9 +1,12 @@
-// Package gateway is the sluice command's gateway: the httplimit middleware
-// in front of a reverse proxy (or the built-in echo upstream), with an
-// admin listener for Prometheus metrics, health checks and, when a token is
-// set, the admin API (package admin). Reload swaps in a new configuration
-// while the gateway runs, keeping the store and its counters.
-package gateway
+// Package server is what `sluice serve` runs: every listener of one
+// configuration on one store. The gateway (the httplimit middleware in
+// front of a reverse proxy to the upstream, or the built-in echo upstream),
+// forward-auth, the Envoy rate-limit service over gRPC and HTTP, and the
+// admin listener (Prometheus metrics, health and readiness and, when a
+// token is set, the admin API of package admin), each only when the
+// configuration asks for it. Reload swaps in a new configuration while the
+// server runs, keeping the store and its counters.
+package server
 
 import (
 	"context"
@@ -31,7 +34,9 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/forwardauth"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -39,9 +44,9 @@ import (
 // EchoUpstream is the Upstream value that selects the built-in echo handler.
 const EchoUpstream = "builtin:echo"
 
-// Options configure a Gateway. Limiter.Store, Limiter.Observer and
-// Limiter.Overrides are set by the gateway. Listen, Admin, ReadHeaderTimeout, MaxHeaderBytes,
-// Backend, MaxKeys and Redis are fixed when the gateway is built; Reload
+// Options configure a Server. Limiter.Store, Limiter.Observer and
+// Limiter.Overrides are set by the server. Listen, Admin, ReadHeaderTimeout, MaxHeaderBytes,
+// Backend, MaxKeys and Redis are fixed when the server is built; Reload
 // changes the rest.
 type Options struct {
 	// Listen is the gateway's address. Default 127.0.0.1:8080.
@@ -76,7 +81,7 @@ type Options struct {
 	// Proxy configures the reverse proxy to an http(s) Upstream: its
 	// timeouts and Host header. Its ClientIP defaults to Limiter.ClientIP
 	// and its Logger to Logger.
-	Proxy ProxyOptions
+	Proxy proxy.Options
 	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
 	// Backend is "memory" (default) or "redis".
@@ -90,7 +95,7 @@ type Options struct {
 	Limiter httplimit.Options
 	// LogLinesPerSecond bounds the rejection log. Default 10.
 	LogLinesPerSecond int64
-	// Logger receives the gateway's logs. Default slog.Default().
+	// Logger receives the server's logs. Default slog.Default().
 	Logger *slog.Logger
 	// AdminToken is the bearer token of the admin API (package admin) on
 	// the admin listener; empty turns the API off.
@@ -147,15 +152,15 @@ type ForwardAuthOptions struct {
 	TrustedProxies []netip.Prefix
 }
 
-// Gateway serves a configuration and takes new ones while it runs. What
+// Server serves a configuration and takes new ones while it runs. What
 // the config file defines (the rules, tiers, headers, client addresses, the
 // upstream, the admin token) forms an immutable generation, built whole and
 // swapped in atomically by Reload; each request loads the generation once,
 // at its start, and finishes under it. The store (and so every counter),
 // the metrics registry and the listeners live across generations.
 //
-// A Gateway is safe for concurrent use.
-type Gateway struct {
+// A Server is safe for concurrent use.
+type Server struct {
 	opts     Options // as given to New, with defaults: the fixed settings
 	log      *slog.Logger
 	store    sluice.Store
@@ -177,7 +182,7 @@ type Gateway struct {
 	redis *redisstore.Store // nil on the memory backend
 	ov    *overrides.Set
 	dov   *overrides.DescriptorSet // the service's; nil without a service section
-	svc   *rls.Service             // nil without a service section
+	rlsm  *rls.Metrics             // the service's metrics; nil without a service section
 	addrs atomic.Value             // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
@@ -187,14 +192,15 @@ type Gateway struct {
 	bg       sync.WaitGroup
 }
 
-// generation is everything a configuration derives, built whole by build
-// and never changed after. Another listener on the same configuration (the
-// Envoy rate-limit service, say) adds what it derives, such as its
-// descriptor tree, here, and loads the generation once per call, as the
-// HTTP handler does per request; Reload then covers it: built whole,
-// swapped atomically, refused whole.
+// generation is everything a configuration derives, for every face, built
+// whole by build and never changed after: the gateway's and forward-auth's
+// limiter and handlers, and the rate-limit service with its descriptor
+// tree. Each request and each call loads the generation once, at its
+// start, and finishes under it; Reload builds the next one whole, swaps it
+// in atomically, or refuses it whole.
 type generation struct {
 	opts     Options
+	svc      *rls.Service // nil without a service section
 	lim      *httplimit.Limiter
 	handler  http.Handler // lim.Handler(upstream)
 	upstream http.Handler
@@ -207,9 +213,9 @@ type generation struct {
 
 // New builds the store, the first generation and the handlers. Close
 // releases them.
-func New(opts Options) (*Gateway, error) {
+func New(opts Options) (*Server, error) {
 	opts = withDefaults(opts)
-	g := &Gateway{opts: opts, log: opts.Logger}
+	g := &Server{opts: opts, log: opts.Logger}
 	g.shutdown.Store(int64(opts.ShutdownTimeout))
 	g.delay.Store(int64(opts.ShutdownDelay))
 	g.after = time.After
@@ -231,26 +237,22 @@ func New(opts Options) (*Gateway, error) {
 		g.Close()
 		return nil, err
 	}
+	if opts.Service != nil {
+		var err error
+		if g.rlsm, err = rls.NewMetrics(g.reg); err == nil {
+			err = g.openDescriptorOverrides()
+		}
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("server: %w", err)
+		}
+	}
 	gen, err := g.build(opts)
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
 	g.gen.Store(gen)
-	if so := opts.Service; so != nil {
-		m, err := rls.NewMetrics(g.reg)
-		if err == nil {
-			err = g.openDescriptorOverrides()
-		}
-		if err == nil {
-			g.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: m, OnStoreError: so.OnStoreError, Headers: so.Headers,
-				EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
-		}
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("gateway: %w", err)
-		}
-	}
 	g.reloads.applied(opts.ConfigHash, time.Now(), false)
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.gen.Load().handler.ServeHTTP(w, r)
@@ -277,7 +279,7 @@ func New(opts Options) (*Gateway, error) {
 	mux.Handle("/admin/", admin.Handler(admin.Options{
 		State: func() admin.State {
 			gen := g.gen.Load()
-			return admin.State{Limiter: gen.lim, Service: g.svc, Token: gen.opts.AdminToken}
+			return admin.State{Limiter: gen.lim, Service: gen.svc, Token: gen.opts.AdminToken}
 		},
 		Overrides:   g.ov,
 		Descriptors: g.dov,
@@ -290,11 +292,11 @@ func New(opts Options) (*Gateway, error) {
 // overridesOptions are the options of an overrides set of the gateway's,
 // holding what: its reads are logged once per outage (and once on
 // recovery), and entries that cannot be used at most once a second.
-func (g *Gateway) overridesOptions(what string) (overrides.Options, *outageLog) {
-	skipLog := &logLimit{per: 1}
+func (g *Server) overridesOptions(what string) (overrides.Options, *outageLog) {
+	skipLog := &loglimit.Limit{Per: 1}
 	reads := &outageLog{log: g.log, what: what}
 	return overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
-		if skipLog.allow(time.Now()) {
+		if skipLog.Allow(time.Now()) {
 			g.log.Warn("a stored override cannot be used; it is skipped", "error", err)
 		}
 	}}, reads
@@ -302,7 +304,7 @@ func (g *Gateway) overridesOptions(what string) (overrides.Options, *outageLog) 
 
 // openOverrides opens the per-client overrides where the store keeps its
 // counters, reads them, and on Redis keeps reading them.
-func (g *Gateway) openOverrides() error {
+func (g *Server) openOverrides() error {
 	o, reads := g.overridesOptions("the per-client overrides")
 	var err error
 	if g.redis != nil {
@@ -311,7 +313,7 @@ func (g *Gateway) openOverrides() error {
 		g.ov, err = overrides.NewMemory(o)
 	}
 	if err != nil {
-		return fmt.Errorf("gateway: %w", err)
+		return fmt.Errorf("server: %w", err)
 	}
 	reads.observe(g.ov.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
@@ -326,7 +328,7 @@ func (g *Gateway) openOverrides() error {
 
 // openDescriptorOverrides opens the rate-limit service's descriptor
 // overrides beside the per-client ones, as openOverrides does.
-func (g *Gateway) openDescriptorOverrides() error {
+func (g *Server) openDescriptorOverrides() error {
 	o, reads := g.overridesOptions("the descriptor overrides")
 	var err error
 	if g.redis != nil {
@@ -385,12 +387,12 @@ func withDefaults(opts Options) Options {
 	return opts
 }
 
-// build makes a generation from opts on the gateway's store.
-func (g *Gateway) build(opts Options) (*generation, error) {
+// build makes a generation from opts on the server's store.
+func (g *Server) build(opts Options) (*generation, error) {
 	// The running listener's address counts: a reload cannot move it.
 	if len(opts.AdminToken) > 0 {
 		if err := config.CheckAdminListener(g.opts.Admin, opts.AdminAllowRemote); err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
+			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
 	gen := &generation{opts: opts, closeIdle: func() {}}
@@ -409,7 +411,7 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 		io.Claims = claimsUsed(lo)
 		v, err := identity.New(io)
 		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
+			return nil, fmt.Errorf("server: %w", err)
 		}
 		lo.Identity = v
 	}
@@ -420,7 +422,7 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 		lo.Overrides = g.ov
 	}
 	if gen.lim, err = httplimit.New(lo); err != nil {
-		return nil, fmt.Errorf("gateway: %w", err)
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	if gen.upstream != nil {
 		gen.handler = gen.lim.Handler(gen.upstream)
@@ -428,12 +430,19 @@ func (g *Gateway) build(opts Options) (*generation, error) {
 	if fa := opts.ForwardAuth; fa != nil {
 		h, err := forwardauth.New(gen.lim.Handler, forwardauth.Options{TrustedProxies: fa.TrustedProxies, OverLimitHeader: opts.Limiter.OverLimitHeader})
 		if err != nil {
-			return nil, fmt.Errorf("gateway: %w", err)
+			return nil, fmt.Errorf("server: %w", err)
 		}
 		gen.fa = h
 	}
-	if opts.Service != nil && opts.Service.Rules == nil {
-		return nil, errors.New("gateway: the service has no descriptor rules")
+	if so := opts.Service; so != nil {
+		if so.Rules == nil {
+			return nil, errors.New("server: the service has no descriptor rules")
+		}
+		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: g.rlsm, OnStoreError: so.OnStoreError, Headers: so.Headers,
+			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
+		if err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
 	}
 	return gen, nil
 }
@@ -459,24 +468,24 @@ func claimsUsed(lo httplimit.Options) []string {
 }
 
 // Limiter returns the current generation's limiter.
-func (g *Gateway) Limiter() *httplimit.Limiter { return g.gen.Load().lim }
+func (g *Server) Limiter() *httplimit.Limiter { return g.gen.Load().lim }
 
 // Store returns the store, which every generation shares.
-func (g *Gateway) Store() sluice.Store { return g.store }
+func (g *Server) Store() sluice.Store { return g.store }
 
 // Registry returns the metrics registry, which every generation shares;
 // other listeners register their metrics in it.
-func (g *Gateway) Registry() *prometheus.Registry { return g.reg }
+func (g *Server) Registry() *prometheus.Registry { return g.reg }
 
 // Handler returns the limited gateway handler. Each request is served by
 // the generation current when it starts.
-func (g *Gateway) Handler() http.Handler { return g.handler }
+func (g *Server) Handler() http.Handler { return g.handler }
 
 // AdminHandler returns the admin handler: /metrics, /healthz, /readyz.
-func (g *Gateway) AdminHandler() http.Handler { return g.admin }
+func (g *Server) AdminHandler() http.Handler { return g.admin }
 
 // goBackground runs f on a goroutine until Close.
-func (g *Gateway) goBackground(f func(ctx context.Context)) {
+func (g *Server) goBackground(f func(ctx context.Context)) {
 	if g.stopBg == nil {
 		var ctx context.Context
 		ctx, g.stopBg = context.WithCancel(context.Background())
@@ -485,8 +494,8 @@ func (g *Gateway) goBackground(f func(ctx context.Context)) {
 	g.bg.Go(func() { f(g.bgCtx) })
 }
 
-// Close stops the gateway's background work and releases the store.
-func (g *Gateway) Close() error {
+// Close stops the server's background work and releases the store.
+func (g *Server) Close() error {
 	if g.stopBg != nil {
 		g.stopBg()
 		g.bg.Wait()

@@ -1,10 +1,14 @@
-package gateway
+// Package proxy is the gateway's reverse proxy to the upstream: forwarding
+// headers that a client cannot forge, timeouts answered as problem
+// documents, failures counted by kind and logged within a rate limit, and
+// pooled copy buffers; and Echo, the built-in upstream for trying Sluice
+// without an API behind it.
+package proxy
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -21,9 +25,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/internal/problem"
 )
 
@@ -71,9 +74,9 @@ const (
 	HostUpstream
 )
 
-// ProxyOptions configure the reverse proxy to an upstream. The zero value
+// Options configure the reverse proxy to an upstream. The zero value
 // is usable: every field has a production default.
-type ProxyOptions struct {
+type Options struct {
 	// DialTimeout bounds connecting to the upstream (TCP, not TLS).
 	// Default 5 s.
 	DialTimeout time.Duration
@@ -89,7 +92,7 @@ type ProxyOptions struct {
 	Host HostMode
 	// ClientIP says which peers are trusted proxies: their forwarding
 	// headers are passed on and extended, anyone else's are replaced (see
-	// Proxy). Default: no peer is trusted.
+	// New). Default: no peer is trusted.
 	ClientIP *clientip.Resolver
 	// Logger receives upstream failures, at most LogLinesPerSecond lines a
 	// second. Default slog.Default().
@@ -98,52 +101,28 @@ type ProxyOptions struct {
 	// Default 10.
 	LogLinesPerSecond int64
 
-	errors  *prometheus.CounterVec // kind; nil counts nothing
-	dropped prometheus.Counter     // log lines suppressed; may be nil
-	// bodyTimeout, if positive, is the server's read timeout, counted
+	// BodyTimeout, if positive, is the server's read timeout, counted
 	// again when proxying starts: a request that waited out a delay rule
 	// still gets the whole of it to send its body.
-	bodyTimeout time.Duration
+	BodyTimeout time.Duration
+	// OnFailure, if set, is told the kind of every failure (one of
+	// FailureKinds), for metrics.
+	OnFailure func(kind string)
+	// OnLogDropped, if set, is told of every log line the rate limit
+	// suppressed.
+	OnLogDropped func()
 }
 
-// newUpstream returns the handler admitted requests go to: the echo
-// upstream, or a reverse proxy with opts.Proxy, counting its failures in m.
-// It also returns a function that closes the proxy's idle connections, for
-// when a reload replaces it.
-func newUpstream(opts Options, log *slog.Logger, m *metrics) (http.Handler, func(), error) {
-	if opts.Upstream == EchoUpstream {
-		return Echo(), func() {}, nil
-	}
-	u, err := url.Parse(opts.Upstream)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, nil, fmt.Errorf("gateway: upstream %q must be %s or an http(s) URL", opts.Upstream, EchoUpstream)
-	}
-	po := opts.Proxy
-	if po.ClientIP == nil {
-		po.ClientIP = opts.Limiter.ClientIP
-	}
-	if po.Logger == nil {
-		po.Logger = log
-	}
-	po.errors, po.dropped, po.bodyTimeout = m.upstreamErrors, m.logDropped, opts.ReadTimeout
-	p := NewProxy(u, po).(*proxy)
-	return oneValue(p), p.closeIdle, nil
-}
-
-// closeIdle closes the proxy's idle connections to the upstream.
-func (p *proxy) closeIdle() {
+// CloseIdleConnections closes the proxy's idle connections to the
+// upstream, for when a reload replaces it; connections in use finish their
+// requests.
+func (p *Proxy) CloseIdleConnections() {
 	if t, ok := p.rp.Transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}
 }
 
-// Proxy returns a reverse proxy to target with default ProxyOptions and
-// the given logger; see NewProxy.
-func Proxy(target *url.URL, log *slog.Logger) http.Handler {
-	return NewProxy(target, ProxyOptions{Logger: log})
-}
-
-// NewProxy returns a reverse proxy to target.
+// New returns a reverse proxy to target.
 //
 // Forwarding headers: when the connection's peer is one of opts.ClientIP's
 // trusted proxies, the upstream receives the incoming X-Forwarded-For with
@@ -169,7 +148,7 @@ func Proxy(target *url.URL, log *slog.Logger) http.Handler {
 // It copies response bodies through pooled buffers: without them every
 // response allocates 32 KiB, and the garbage collector of a small gateway
 // process runs hundreds of times a second.
-func NewProxy(target *url.URL, opts ProxyOptions) http.Handler {
+func New(target *url.URL, opts Options) *Proxy {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 5 * time.Second
 	}
@@ -185,15 +164,15 @@ func NewProxy(target *url.URL, opts ProxyOptions) http.Handler {
 	if opts.LogLinesPerSecond == 0 {
 		opts.LogLinesPerSecond = 10
 	}
-	p := &proxy{
-		target:  target,
-		ip:      opts.ClientIP,
-		host:    opts.Host,
-		log:     opts.Logger,
-		logs:    logLimit{per: opts.LogLinesPerSecond},
-		errors:  opts.errors,
-		dropped: opts.dropped,
-		bodyTo:  opts.bodyTimeout,
+	p := &Proxy{
+		target:    target,
+		ip:        opts.ClientIP,
+		host:      opts.Host,
+		log:       opts.Logger,
+		logs:      loglimit.Limit{Per: opts.LogLinesPerSecond},
+		onFailure: opts.OnFailure,
+		onDropped: opts.OnLogDropped,
+		bodyTo:    opts.BodyTimeout,
 	}
 	transport := &http.Transport{
 		Proxy: nil, // never route upstream traffic through an environment proxy
@@ -232,20 +211,20 @@ func NewProxy(target *url.URL, opts ProxyOptions) http.Handler {
 	return p
 }
 
-// proxy is the gateway's reverse proxy.
-type proxy struct {
-	rp      *httputil.ReverseProxy
-	target  *url.URL
-	ip      *clientip.Resolver
-	host    HostMode
-	log     *slog.Logger
-	logs    logLimit
-	errors  *prometheus.CounterVec
-	dropped prometheus.Counter
-	bodyTo  time.Duration
+// Proxy is a reverse proxy to one upstream. It is safe for concurrent use.
+type Proxy struct {
+	rp        *httputil.ReverseProxy
+	target    *url.URL
+	ip        *clientip.Resolver
+	host      HostMode
+	log       *slog.Logger
+	logs      loglimit.Limit
+	onFailure func(kind string)
+	onDropped func()
+	bodyTo    time.Duration
 }
 
-func (p *proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil && r.Body != http.NoBody {
 		cb := &clientBody{ReadCloser: r.Body}
 		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, cb))
@@ -286,7 +265,7 @@ func (e *clientBodyError) Error() string {
 }
 func (e *clientBodyError) Unwrap() error { return e.err }
 
-func (p *proxy) rewrite(pr *httputil.ProxyRequest) {
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.target)
 	if p.host == HostPreserve {
 		pr.Out.Host = pr.In.Host
@@ -428,7 +407,9 @@ const (
 )
 
 // errorKinds are every kind, so that each series exists from the start.
-var errorKinds = [...]string{kindTimeout, kindRefused, kindReset, kindUnreachable, kindOther, kindClientAborted, kindClientTimeout}
+// FailureKinds are the kinds of failure, as Options.OnFailure is told
+// them (and sluice_upstream_errors_total labels them).
+var FailureKinds = [...]string{kindTimeout, kindRefused, kindReset, kindUnreachable, kindOther, kindClientAborted, kindClientTimeout}
 
 // classify returns the kind of a proxy failure and the status to answer.
 func classify(r *http.Request, err error) (kind string, status int) {
@@ -466,10 +447,10 @@ func isTimeout(err error) bool {
 }
 
 // fail is the ReverseProxy's ErrorHandler.
-func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	kind, status := classify(r, err)
-	if p.errors != nil {
-		p.errors.WithLabelValues(kind).Inc()
+	if p.onFailure != nil {
+		p.onFailure(kind)
 	}
 	var detail string
 	switch kind {
@@ -488,11 +469,11 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 		if status == http.StatusGatewayTimeout {
 			detail = "the upstream did not answer in time"
 		}
-		if p.logs.allow(time.Now()) {
+		if p.logs.Allow(time.Now()) {
 			p.log.LogAttrs(r.Context(), slog.LevelError, "upstream failed", slog.String("upstream", p.target.Redacted()),
 				slog.String("kind", kind), slog.Any("error", err))
-		} else if p.dropped != nil {
-			p.dropped.Inc()
+		} else if p.onDropped != nil {
+			p.onDropped()
 		}
 	}
 	problem.Write(w, status, detail)
@@ -500,13 +481,13 @@ func (p *proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // limitedWriter is the ReverseProxy's ErrorLog: its lines go to the
 // proxy's logger at WARN, within the proxy's log rate limit.
-type limitedWriter struct{ p *proxy }
+type limitedWriter struct{ p *Proxy }
 
 func (l limitedWriter) Write(b []byte) (int, error) {
-	if l.p.logs.allow(time.Now()) {
+	if l.p.logs.Allow(time.Now()) {
 		l.p.log.LogAttrs(context.Background(), slog.LevelWarn, strings.TrimSpace(string(b)), slog.String("upstream", l.p.target.Redacted()))
-	} else if l.p.dropped != nil {
-		l.p.dropped.Inc()
+	} else if l.p.onDropped != nil {
+		l.p.onDropped()
 	}
 	return len(b), nil
 }
@@ -523,52 +504,5 @@ func (bufferPool) Put(b []byte) {
 	if cap(b) >= 32<<10 {
 		b = b[:32<<10]
 		copyBuffers.Put(&b)
-	}
-}
-
-// legacyFields are the rate-limit fields that hold one number each.
-var legacyFields = [...]string{"X-Ratelimit-Limit", "X-Ratelimit-Remaining", "X-Ratelimit-Reset"}
-
-// oneValue wraps an upstream so that a legacy rate-limit field that both
-// Sluice and the upstream set keeps only Sluice's value, which comes first:
-// two numbers in a field meant to hold one would leave clients guessing.
-// The IETF RateLimit and RateLimit-Policy fields are lists, and keep both
-// Sluice's and the upstream's policies.
-func oneValue(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		next.ServeHTTP(&singleValued{ResponseWriter: w}, r)
-	})
-}
-
-// singleValued trims the legacy fields to their first value before the
-// header is written. Unwrap lets http.ResponseController reach the
-// connection (flushing, upgrades).
-type singleValued struct {
-	http.ResponseWriter
-	trimmed bool
-}
-
-func (s *singleValued) WriteHeader(code int) {
-	s.trim()
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *singleValued) Write(b []byte) (int, error) {
-	s.trim()
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *singleValued) Unwrap() http.ResponseWriter { return s.ResponseWriter }
-
-func (s *singleValued) trim() {
-	if s.trimmed {
-		return
-	}
-	s.trimmed = true
-	h := s.ResponseWriter.Header()
-	for _, k := range legacyFields {
-		if v := h[k]; len(v) > 1 {
-			h[k] = v[:1]
-		}
 	}
 }

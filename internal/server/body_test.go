@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"bufio"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // rawRequest sends head (a request line and headers, ending in a blank
@@ -63,7 +63,7 @@ func TestSlowAndOversizedBodies(t *testing.T) {
 	o.Service.HTTP = "127.0.0.1:0"
 	o.ReadTimeout = time.Second
 	g, gw := startGW(t, o)
-	svc := gw.Addr(gateway.ListenerServiceHTTP).String()
+	svc := gw.Addr(server.ListenerServiceHTTP).String()
 	admin := strings.TrimPrefix(g.admin, "http://")
 	auth := "Authorization: Bearer " + token + "\r\n"
 	const jsonReq = `{"domain":"api","descriptors":[{"entries":[{"key":"client","value":"a"}]}]}`

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"fmt"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -58,8 +58,8 @@ func (u blockingUpstream) waitStarted(t *testing.T, n int) {
 func TestTwoGatewaysShareConcurrency(t *testing.T) {
 	srv := redistest.Start(t)
 	up, upURL := newBlockingUpstream(t)
-	opts := func() gateway.Options {
-		return gateway.Options{Backend: "redis", Upstream: upURL, Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	opts := func() server.Options {
+		return server.Options{Backend: "redis", Upstream: upURL, Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 			Name: "in-flight", Key: []httplimit.KeyPart{httplimit.Global()},
 			Limit:       sluice.Limit{Algorithm: sluice.TokenBucket, Count: 5, Period: time.Hour, Burst: 5},
 			Concurrency: &httplimit.ConcurrencyRule{Limit: 3, Lease: time.Minute},
@@ -121,7 +121,7 @@ func TestTwoGatewaysShareConcurrency(t *testing.T) {
 // once.
 func TestAdminShowsAndResetsLeases(t *testing.T) {
 	up, upURL := newBlockingUpstream(t)
-	g, _ := startGW(t, gateway.Options{AdminToken: []byte(token), Upstream: upURL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	g, _ := startGW(t, server.Options{AdminToken: []byte(token), Upstream: upURL, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 		Name: "exports", Key: []httplimit.KeyPart{httplimit.Header("X-User")},
 		Limit:       sluice.Limit{Algorithm: sluice.TokenBucket, Count: 10, Period: time.Hour, Burst: 10},
 		Concurrency: &httplimit.ConcurrencyRule{Limit: 2, Lease: time.Minute},
@@ -209,7 +209,7 @@ func waitMetrics(t *testing.T, admin string, want map[string]string) {
 func TestLeaseWaitMetrics(t *testing.T) {
 	srv := redistest.Start(t)
 	up, upURL := newBlockingUpstream(t)
-	g := start(t, gateway.Options{Upstream: upURL, Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	g := start(t, server.Options{Upstream: upURL, Backend: "redis", Redis: redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 		Name: "one", Key: []httplimit.KeyPart{httplimit.Global()}, Action: httplimit.Delay, MaxDelay: 10 * time.Second,
 		Concurrency: &httplimit.ConcurrencyRule{Limit: 1, Lease: time.Minute},
 	}}}})

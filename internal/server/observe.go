@@ -1,4 +1,4 @@
-package gateway
+package server
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/loglimit"
+	"github.com/sluicehq/sluice/internal/proxy"
 )
 
 // metrics are the gateway's Prometheus metrics. No label ever carries a
@@ -29,7 +30,7 @@ type metrics struct {
 	storeErrors *prometheus.CounterVec // backend
 	degraded    *prometheus.CounterVec // rule
 	logDropped  prometheus.Counter
-	// upstreamErrors counts the proxy's failures by kind (errorKinds).
+	// upstreamErrors counts the proxy's failures by kind (proxy.FailureKinds).
 	upstreamErrors *prometheus.CounterVec
 	// listMatches counts deny-list refusals and allow-listed rule skips,
 	// by list and action (deny, allow).
@@ -129,7 +130,7 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 	reg.MustRegister(m.tokens, m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors, m.listMatches,
 		m.leaseAcquisitions, m.leasesHeld, m.leasesLost, m.leaseWait)
 	m.storeErrors.WithLabelValues(backend)
-	for _, k := range errorKinds {
+	for _, k := range proxy.FailureKinds {
 		m.upstreamErrors.WithLabelValues(k)
 	}
 	return m
@@ -140,7 +141,7 @@ type observer struct {
 	m       *metrics
 	backend string
 	log     *slog.Logger
-	logs    logLimit
+	logs    loglimit.Limit
 	secret  []byte // keys are logged as HMAC-SHA256(secret, key)
 	// counters caches the CounterVec children per rule and outcome.
 	counters sync.Map // ruleOutcome -> prometheus.Counter
@@ -154,7 +155,7 @@ type ruleOutcome struct {
 func newObserver(m *metrics, backend string, log *slog.Logger, linesPerSecond int64) *observer {
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret) // crypto/rand.Read never fails
-	return &observer{m: m, backend: backend, log: log, logs: logLimit{per: linesPerSecond}, secret: secret}
+	return &observer{m: m, backend: backend, log: log, logs: loglimit.Limit{Per: linesPerSecond}, secret: secret}
 }
 
 var _ httplimit.Observer = (*observer)(nil)
@@ -188,7 +189,7 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 			o.logRejection(r.Context(), re)
 		case httplimit.OutcomeError:
 			switch {
-			case !o.logs.allow(time.Now()):
+			case !o.logs.Allow(time.Now()):
 				o.m.logDropped.Inc()
 			case errors.Is(re.Err, httplimit.ErrFailedClosed) && e.Outcome == httplimit.OutcomeError:
 				o.log.LogAttrs(r.Context(), slog.LevelWarn, "rate limit store could not decide; request refused with 503 (on_error deny)",
@@ -235,7 +236,7 @@ func (o *observer) counter(rule string, out httplimit.Outcome) prometheus.Counte
 }
 
 func (o *observer) logRejection(ctx context.Context, re *httplimit.RuleEvent) {
-	if !o.logs.allow(time.Now()) {
+	if !o.logs.Allow(time.Now()) {
 		o.m.logDropped.Inc()
 		return
 	}
@@ -260,27 +261,6 @@ func (o *observer) hashKey(key string) string {
 	mac := hmac.New(sha256.New, o.secret)
 	mac.Write([]byte(key))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
-}
-
-// logLimit admits at most per log lines per second, so that an attack
-// cannot flood the log; the rest are counted in sluice_log_suppressed_total.
-type logLimit struct {
-	per    int64
-	window atomic.Int64 // Unix second of the current window
-	n      atomic.Int64 // lines logged in it
-}
-
-func (l *logLimit) allow(now time.Time) bool {
-	if l.per <= 0 {
-		return false
-	}
-	sec := now.Unix()
-	if w := l.window.Load(); w != sec {
-		if l.window.CompareAndSwap(w, sec) {
-			l.n.Store(0)
-		}
-	}
-	return l.n.Add(1) <= l.per
 }
 
 // outageLog logs the outcomes of a read that is repeated while it fails,

@@ -1,6 +1,6 @@
 // The store every generation shares, and its metrics.
 
-package gateway
+package server
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
 // openStore opens the store of the backend and registers its metrics.
-func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metrics) error {
+func (g *Server) openStore(backend string, reg prometheus.Registerer, m *metrics) error {
 	switch backend {
 	case "memory":
 		s := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys})
@@ -30,11 +31,11 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 			ro.Fallback = local
 		}
 		userHook := ro.OnFailure
-		failLog := &logLimit{per: 1} // one line a second: a dead Redis fails every decision
+		failLog := &loglimit.Limit{Per: 1} // one line a second: a dead Redis fails every decision
 		onError := ro.OnError.String()
 		ro.OnFailure = func(err error) {
 			m.storeErrors.WithLabelValues("redis").Inc()
-			if failLog.allow(time.Now()) {
+			if failLog.Allow(time.Now()) {
 				g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis failed; deciding per on_error",
 					slog.String("on_error", onError), slog.Any("error", err))
 			}
@@ -44,12 +45,12 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		}
 		// A gateway starts during a Redis outage and decides per on_error
 		// until Redis answers: refusing to start would turn the outage of
-		// Redis into an outage of every API behind a restarted gateway.
+		// Redis into an outage of every API behind a restarted server.
 		ro.ConnectLater = true
 		s, err := redisstore.New(ro)
 		if err != nil {
 			local.Close()
-			return fmt.Errorf("gateway: %w", err)
+			return fmt.Errorf("server: %w", err)
 		}
 		if s.Degraded() {
 			g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis unreachable at start; deciding per on_error until it answers",
@@ -81,7 +82,7 @@ func (g *Gateway) openStore(backend string, reg prometheus.Registerer, m *metric
 		}))
 		registerQuota(reg, s)
 	default:
-		return fmt.Errorf("gateway: unknown store backend %q (want memory or redis)", backend)
+		return fmt.Errorf("server: unknown store backend %q (want memory or redis)", backend)
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
-// The listeners a Gateway runs, and its graceful shutdown.
+// The listeners a Server runs, and its graceful shutdown.
 
-package gateway
+package server
 
 import (
 	"context"
@@ -29,7 +29,7 @@ const (
 
 // Addr returns the bound address of the named listener (ListenerGateway
 // and the others) once Run listens, or nil if it does not run.
-func (g *Gateway) Addr(name string) net.Addr {
+func (g *Server) Addr(name string) net.Addr {
 	if a, ok := g.addrs.Load().(map[string]net.Addr); ok {
 		return a[name]
 	}
@@ -55,7 +55,7 @@ func (g *Gateway) Addr(name string) net.Addr {
 // Run calls ready, if non-nil, with the bound addresses of the gateway (nil
 // without an upstream) and admin listeners once every listener listens;
 // Addr tells the others.
-func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) error {
+func (g *Server) Run(ctx context.Context, ready func(listen, admin net.Addr)) error {
 	type listener struct {
 		name, addr string
 		srv        *http.Server
@@ -76,10 +76,11 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		health  *health.Server
 		grpcLn  net.Listener
 	)
-	if g.svc != nil {
-		grpcSrv, health = g.svc.NewGRPCServer()
+	if g.opts.Service != nil {
+		svc := rls.Current(func() *rls.Service { return g.gen.Load().svc })
+		grpcSrv, health = rls.NewGRPCServer(svc)
 		if a := g.opts.Service.HTTP; a != "" {
-			want = append(want, listener{ListenerServiceHTTP, a, g.server(g.svc.HTTPHandler(health))})
+			want = append(want, listener{ListenerServiceHTTP, a, g.server(rls.HTTPHandler(svc, health))})
 		}
 	}
 	addrs := map[string]net.Addr{}
@@ -96,7 +97,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		ln, err := net.Listen("tcp", l.addr)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("gateway: %s listener: %w", l.name, err)
+			return fmt.Errorf("server: %s listener: %w", l.name, err)
 		}
 		lns = append(lns, ln)
 		addrs[l.name] = ln.Addr()
@@ -105,7 +106,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		ln, err := net.Listen("tcp", g.opts.Service.GRPC)
 		if err != nil {
 			closeAll()
-			return fmt.Errorf("gateway: %s listener: %w", ListenerGRPC, err)
+			return fmt.Errorf("server: %s listener: %w", ListenerGRPC, err)
 		}
 		grpcLn = ln
 		addrs[ListenerGRPC] = ln.Addr()
@@ -133,14 +134,14 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 	for i, l := range want {
 		wg.Go(func() {
 			if err := l.srv.Serve(lns[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("gateway: %s listener: %w", l.name, err)
+				errc <- fmt.Errorf("server: %s listener: %w", l.name, err)
 			}
 		})
 	}
 	if grpcLn != nil {
 		wg.Go(func() {
 			if err := grpcSrv.Serve(grpcLn); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-				errc <- fmt.Errorf("gateway: %s listener: %w", ListenerGRPC, err)
+				errc <- fmt.Errorf("server: %s listener: %w", ListenerGRPC, err)
 			}
 		})
 	}
@@ -182,7 +183,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 	shutdown := func(name string, srv *http.Server) {
 		if err := srv.Shutdown(sctx); err != nil {
 			mu.Lock()
-			errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", name, err))
+			errs = append(errs, fmt.Errorf("server: shutdown of the %s listener: %w", name, err))
 			mu.Unlock()
 			srv.Close()
 		}
@@ -194,7 +195,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 		sw.Go(func() {
 			if err := rls.Shutdown(sctx, grpcSrv, health); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("gateway: shutdown of the %s listener: %w", ListenerGRPC, err))
+				errs = append(errs, fmt.Errorf("server: shutdown of the %s listener: %w", ListenerGRPC, err))
 				mu.Unlock()
 			}
 		})
@@ -215,7 +216,7 @@ func (g *Gateway) Run(ctx context.Context, ready func(listen, admin net.Addr)) e
 	return err
 }
 
-func (g *Gateway) server(h http.Handler) *http.Server {
+func (g *Server) server(h http.Handler) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: g.opts.ReadHeaderTimeout,

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"fmt"
@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // A rule rolled out to 10% of its clients, then 50%, through the gateway
@@ -23,15 +23,15 @@ func TestGatewayRollout(t *testing.T) {
 	var hits atomic.Int64
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
 	defer up.Close()
-	opts := func(pct float64) gateway.Options {
-		return gateway.Options{
+	opts := func(pct float64) server.Options {
+		return server.Options{
 			Upstream: up.URL,
 			Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 				Name: "orders", Key: []httplimit.KeyPart{httplimit.Header("X-Key")},
 				Limit: fixed(2, time.Hour), Enforce: &sluice.Rollout{Percent: pct},
 			}}},
 			AdminToken:  []byte(token),
-			ForwardAuth: &gateway.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
+			ForwardAuth: &server.ForwardAuthOptions{Listen: "127.0.0.1:0", TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}},
 		}
 	}
 	g, gw := startGW(t, opts(10))
@@ -110,7 +110,7 @@ func TestGatewayRollout(t *testing.T) {
 	}
 
 	// Forward-auth applies the same rule the same way.
-	fa := "http://" + gw.Addr(gateway.ListenerForwardAuth).String() + "/auth"
+	fa := "http://" + gw.Addr(server.ListenerForwardAuth).String() + "/auth"
 	faSend := func(client string) int {
 		t.Helper()
 		return get(t, "GET", fa, map[string]string{"X-Key": client, "X-Forwarded-Method": "GET", "X-Forwarded-Uri": "/orders",
@@ -134,7 +134,7 @@ func TestGatewayRollout(t *testing.T) {
 
 	// 10% → 50% is a reload that keeps the counters: the newly enforced
 	// client, which used its quota in shadow mode, is refused at once.
-	if err := gw.Reload(func() (gateway.Options, error) {
+	if err := gw.Reload(func() (server.Options, error) {
 		o := opts(50)
 		o.Listen, o.Admin = "127.0.0.1:0", "127.0.0.1:0"
 		return o, nil
@@ -162,7 +162,7 @@ func TestServiceRolloutInAdminAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := adminOptions()
-	o.Service = &gateway.ServiceOptions{GRPC: "127.0.0.1:0", Rules: rules}
+	o.Service = &server.ServiceOptions{GRPC: "127.0.0.1:0", Rules: rules}
 	g, gw := startGW(t, o)
 	ask := rlsClient(t, gw)
 	seen := map[bool]bool{}

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"crypto/ed25519"
@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // A customer's month starts on the day its token says (tiers.anchor:
@@ -36,7 +36,7 @@ func TestGatewayAnchorFromToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _ := startGW(t, gateway.Options{
+	g, _ := startGW(t, server.Options{
 		Upstream: up.URL,
 		Identity: &identity.Options{Keys: []identity.Key{{Public: pub}}, Algorithms: []string{"EdDSA"}, Issuer: "https://auth.example.com/", Audience: "api"},
 		Limiter: httplimit.Options{

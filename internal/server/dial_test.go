@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"net"
@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/proxy"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // unanswered returns the address of a loopback listener that completes no
@@ -51,8 +52,8 @@ func unanswered(t *testing.T) string {
 // timeout (a minute here) plays no part.
 func TestGatewayUpstreamDialTimeout(t *testing.T) {
 	addr := unanswered(t)
-	g := start(t, gateway.Options{Upstream: "http://" + addr,
-		Proxy:   gateway.ProxyOptions{DialTimeout: 300 * time.Millisecond, ResponseHeaderTimeout: time.Minute},
+	g := start(t, server.Options{Upstream: "http://" + addr,
+		Proxy:   proxy.Options{DialTimeout: 300 * time.Millisecond, ResponseHeaderTimeout: time.Minute},
 		Limiter: httplimit.Options{Rules: perIP}})
 	began := time.Now()
 	r := get(t, "GET", g.url+"/unreachable", nil)

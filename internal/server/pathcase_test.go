@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"fmt"
@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // Rule paths match regardless of case by default: an upstream that routes
@@ -27,7 +27,7 @@ func TestGatewayPathCase(t *testing.T) {
 		}
 		return s
 	}
-	g := start(t, gateway.Options{Limiter: httplimit.Options{Rules: rules}})
+	g := start(t, server.Options{Limiter: httplimit.Options{Rules: rules}})
 	if got, want := statuses(g, "POST", "/login", "/LOGIN", "/Login/", "/lOgIn"), "200 200 429 429 "; got != want {
 		t.Errorf("insensitive /login: statuses %q, want %q", got, want)
 	}
@@ -35,7 +35,7 @@ func TestGatewayPathCase(t *testing.T) {
 		t.Errorf("insensitive path key: statuses %q, want %q", got, want)
 	}
 
-	g = start(t, gateway.Options{Limiter: httplimit.Options{Rules: rules, CaseSensitivePaths: true}})
+	g = start(t, server.Options{Limiter: httplimit.Options{Rules: rules, CaseSensitivePaths: true}})
 	if got, want := statuses(g, "POST", "/login", "/LOGIN", "/LOGIN", "/LOGIN", "/login", "/login"), "200 200 200 200 200 429 "; got != want {
 		t.Errorf("sensitive /login: statuses %q, want %q", got, want)
 	}

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"net/http"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -45,7 +45,7 @@ func TestGatewayCountsFailedLogins(t *testing.T) {
 				}
 			}))
 			defer up.Close()
-			opts := gateway.Options{Upstream: up.URL, Backend: tc.backend, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+			opts := server.Options{Upstream: up.URL, Backend: tc.backend, Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 				Name:  "login-failures",
 				Match: httplimit.Match{Paths: []string{"/login"}, Methods: []string{"POST"}},
 				Key:   []httplimit.KeyPart{httplimit.Query("user"), httplimit.IP()},

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/server"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -40,8 +40,8 @@ func TestGatewayReload(t *testing.T) {
 			{Name: "k", Match: httplimit.Match{Paths: []string{"/k"}}, Key: []httplimit.KeyPart{httplimit.Header("X-K")}, Limit: fixed(1, time.Hour)},
 		}
 	}
-	opts := func(n int64) gateway.Options {
-		return gateway.Options{Upstream: up.URL, ConfigHash: fmt.Sprint("h", n), Limiter: httplimit.Options{Rules: rules(n)}}
+	opts := func(n int64) server.Options {
+		return server.Options{Upstream: up.URL, ConfigHash: fmt.Sprint("h", n), Limiter: httplimit.Options{Rules: rules(n)}}
 	}
 	g, gw := startGW(t, opts(10))
 
@@ -64,8 +64,8 @@ func TestGatewayReload(t *testing.T) {
 	case resp := <-slow:
 		t.Fatalf("the slow request did not reach the upstream: %v", resp)
 	}
-	reload := func(o gateway.Options, err error) error {
-		return gw.Reload(func() (gateway.Options, error) {
+	reload := func(o server.Options, err error) error {
+		return gw.Reload(func() (server.Options, error) {
 			o.Listen, o.Admin = "127.0.0.1:0", "127.0.0.1:0"
 			return o, err
 		})
@@ -86,7 +86,7 @@ func TestGatewayReload(t *testing.T) {
 	}
 
 	// Failures: a load error, and options that cannot be built.
-	if err := reload(gateway.Options{}, errors.New("config: broken")); err == nil {
+	if err := reload(server.Options{}, errors.New("config: broken")); err == nil {
 		t.Error("a load error: Reload succeeded")
 	}
 	dup := opts(30)
@@ -142,7 +142,7 @@ func TestGatewayReload(t *testing.T) {
 func TestGatewayLogsRedisRecovery(t *testing.T) {
 	srv := redistest.Start(t)
 	srv.Stop()
-	g := start(t, gateway.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
+	g := start(t, server.Options{Backend: "redis", Redis: redisstore.Options{URL: srv.URL()}, Limiter: httplimit.Options{Rules: []httplimit.Rule{
 		{Name: "r", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
 	}}})
 	srv.Restart(t)

@@ -1,4 +1,4 @@
-package gateway_test
+package server_test
 
 import (
 	"io"
@@ -9,14 +9,14 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // A client that hangs up while its request waits out a delay is counted as
 // canceled: not as a store error, and its planned delay is not a delay
 // served.
 func TestGatewayClientLeavesWhileDelayed(t *testing.T) {
-	g := start(t, gateway.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
+	g := start(t, server.Options{Limiter: httplimit.Options{Rules: []httplimit.Rule{{
 		Name: "export", Action: httplimit.Delay, MaxDelay: time.Minute,
 		Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: 30 * time.Second},
 	}}}})

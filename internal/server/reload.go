@@ -1,4 +1,4 @@
-package gateway
+package server
 
 import (
 	"bytes"
@@ -98,7 +98,7 @@ func watchDegraded(ctx context.Context, log *slog.Logger, every time.Duration, d
 // server timeouts and sizes) are kept as they are and logged at WARN; all
 // the rest applies. Reload is safe for concurrent use; reloads run one at
 // a time.
-func (g *Gateway) Reload(load func() (Options, error)) error {
+func (g *Server) Reload(load func() (Options, error)) error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
 	opts, err := load()
@@ -114,11 +114,6 @@ func (g *Gateway) Reload(load func() (Options, error)) error {
 					"setting", f.name, "running", f.running, "file", f.file)
 			}
 			prev := g.gen.Swap(gen)
-			if g.svc != nil {
-				if err := g.svc.SetRules(opts.Service.Rules); err != nil {
-					g.log.Error("configuration reload: the service keeps its running rules", "error", err)
-				}
-			}
 			g.shutdown.Store(int64(opts.ShutdownTimeout))
 			g.delay.Store(int64(opts.ShutdownDelay))
 			// Requests in flight keep their connections; idle ones would
@@ -193,7 +188,7 @@ func faListen(fa *ForwardAuthOptions) string {
 // endpoint and the service run, and the service's listeners and answers.
 // The gateway's upstream, the endpoint's trusted proxies and the service's
 // rules change with a reload.
-func (g *Gateway) keepListeners(file Options) Options {
+func (g *Server) keepListeners(file Options) Options {
 	run := g.gen.Load().opts
 	if (run.Upstream == "") != (file.Upstream == "") {
 		file.Upstream = run.Upstream
