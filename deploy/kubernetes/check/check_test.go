@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 )
 
 // repo is the repository's root, from this package's directory.
@@ -133,6 +136,25 @@ func TestManifests(t *testing.T) {
 			}
 		})
 	}
+	// The manifests run the image of the chart's appVersion.
+	chartYAML, err := os.ReadFile(chart + "/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(chartYAML, &meta); err != nil || meta.AppVersion == "" {
+		t.Fatalf("Chart.yaml: appVersion %q, %v", meta.AppVersion, err)
+	}
+	for _, f := range glob(t, "deploy/kubernetes/*/deployment.yaml") {
+		for _, d := range all[*appsv1.Deployment](readWay(t, f)) {
+			if c := container(&d.Spec.Template.Spec, sluiceContainer); c != nil && !strings.HasSuffix(c.Image, ":"+meta.AppVersion) {
+				t.Errorf("%s: image %s, want the chart's appVersion %s", f, c.Image, meta.AppVersion)
+			}
+		}
+	}
+
 	// Every file of deploy/kubernetes and deploy/istio is in some way.
 	var seen []string
 	for _, tc := range cases {
