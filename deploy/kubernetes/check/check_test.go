@@ -174,6 +174,11 @@ func TestChart(t *testing.T) {
 	modes := map[string]bool{}
 	for _, values := range sets {
 		t.Run(filepath.Base(values), func(t *testing.T) {
+			// helm's own checks of the chart, warnings included.
+			lint := exec.Command(helm(t), "lint", "--strict", chart, "-f", values, "--kube-version", "1.30.0")
+			if out, err := lint.CombinedOutput(); err != nil {
+				t.Errorf("helm lint: %v\n%s", err, out)
+			}
 			out, err := render(t, values)
 			if err != nil {
 				t.Fatal(err)
@@ -209,6 +214,9 @@ func TestChartRefuses(t *testing.T) {
 	cases := []struct {
 		name, values, want string
 	}{
+		{"defaults", "", "config.upstream: the gateway needs the URL"},
+		{"gateway without rules", "config: {upstream: http://a:1}\n", "config.rules: mode gateway needs at least one rule"},
+		{"service without descriptors", "mode: rls\n", "descriptors: the rate-limit service needs"},
 		{"unknown mode", "mode: proxy\nconfig: {upstream: http://a:1, rules: [{name: r, key: [ip], limit: 1, period: 1s}]}\n", `mode: "proxy" is not one of gateway, rls, sidecar`},
 		{"autoscaled memory store", "mode: gateway\nautoscaling: {enabled: true}\nconfig: {upstream: http://a:1, rules: [{name: r, key: [ip], limit: 1, period: 1s}]}\n", "autoscaling: not with the memory store"},
 		{"sidecar without application", "mode: sidecar\nconfig: {rules: [{name: r, key: [ip], limit: 1, period: 1s}]}\n", "sidecar.app.image"},

@@ -53,6 +53,9 @@ the descriptors' directory, the sidecar's upstream and the chart's Redis.
 {{- if .Values.descriptors -}}
 {{- $_ := set $svc "descriptors" "ratelimit" -}}
 {{- end -}}
+{{- if not (index $svc "descriptors") -}}
+{{- fail "descriptors: the rate-limit service needs its descriptor files (or config.service.descriptors)" -}}
+{{- end -}}
 {{- $_ := set $c "service" $svc -}}
 {{- else -}}
 {{- $_ := set $server "listen" (printf ":%v" .Values.ports.http) -}}
@@ -61,6 +64,12 @@ the descriptors' directory, the sidecar's upstream and the chart's Redis.
 {{- $_ := set $c "server" $server -}}
 {{- if and (eq $mode "sidecar") (not (hasKey $c "upstream")) -}}
 {{- $_ := set $c "upstream" (printf "http://127.0.0.1:%v" .Values.sidecar.appPort) -}}
+{{- end -}}
+{{- if and (eq $mode "gateway") (not (index $c "upstream")) -}}
+{{- fail "config.upstream: the gateway needs the URL of the API it passes requests to" -}}
+{{- end -}}
+{{- if and (ne $mode "rls") (not (index $c "rules")) -}}
+{{- fail (printf "config.rules: mode %s needs at least one rule" $mode) -}}
 {{- end -}}
 {{- if .Values.redis.enabled -}}
 {{- $store := default (dict) (index $c "store") -}}
