@@ -230,7 +230,7 @@ func (b *builder) rule(d Descriptor, path []string, vars []bool) *Rule {
 				b.fail(path, "a penalty needs a limit to count denials against, and zero requests per unit denies every request")
 			}
 			r.DenyAll = true
-			r.Displays = []Display{{Count: 0, Period: rl.Unit.Duration(), Unit: rl.Unit}}
+			r.Displays = []Display{{Count: 0, Period: rl.Unit.Duration(), Unit: rl.Unit, UnitMultiplier: 1}}
 			return r
 		}
 		limits = []sluice.Limit{{Algorithm: sluice.FixedWindow, Count: int64(rl.RequestsPerUnit), Period: rl.Unit.Duration()}}
@@ -568,7 +568,7 @@ func (s *Set) Override(domain string, entries []Entry, requestsPerUnit uint32, u
 		r = &Rule{Domain: domain, override: true}
 		if requestsPerUnit == 0 {
 			r.DenyAll = true
-			r.Displays = []Display{{Period: unit.Duration(), Unit: unit}}
+			r.Displays = []Display{{Period: unit.Duration(), Unit: unit, UnitMultiplier: 1}}
 		} else {
 			if !admitOverride(requestsPerUnit, unit) {
 				return Match{}, fmt.Errorf("%w: %d per %s would be one more than the %d this process admits", ErrTooManyOverrides, requestsPerUnit, unit, MaxOverrideDefinitions)

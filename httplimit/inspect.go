@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"slices"
 
 	"github.com/sluicehq/sluice"
@@ -130,7 +129,7 @@ func (l *Limiter) RuleKey(rule string, values []string) (string, error) {
 	}
 	want := 0
 	for _, k := range c.Key {
-		if k.Source != SourceGlobal {
+		if !k.source().noValue {
 			want++
 		}
 	}
@@ -140,35 +139,14 @@ func (l *Limiter) RuleKey(rule string, values []string) (string, error) {
 	var b []byte
 	i := 0
 	for _, k := range c.Key {
-		if k.Source == SourceGlobal {
-			b = appendValue(b, tagOf(k), "")
-			continue
+		var v string
+		if !k.source().noValue {
+			v = values[i]
+			i++
 		}
-		v := values[i]
-		i++
-		switch k.Source {
-		case SourceIP:
-			a, err := netip.ParseAddr(v)
-			if err != nil {
-				return "", fmt.Errorf("%w: rule %q: %q is not an IP address", ErrInvalidKey, rule, v)
-			}
-			b = append(b, 'i')
-			b = l.ip.Key(a).AppendTo(b)
-		default:
-			if v == "" {
-				return "", fmt.Errorf("%w: rule %q: empty value for %s (a request without it is keyed by its IP, or skipped)", ErrInvalidKey, rule, k)
-			}
-			switch k.Source {
-			case SourceHost:
-				v = hostOf(&http.Request{Host: v})
-			case SourcePath:
-				// As serve keys it: cleaned, lower-cased unless
-				// CaseSensitivePaths.
-				if v = cleanPath(v); !l.caseSensitive {
-					v = lowerPath(v)
-				}
-			}
-			b = appendValue(b, tagOf(k), v)
+		var err error
+		if b, err = k.appendGiven(l, b, v); err != nil {
+			return "", fmt.Errorf("rule %q: %w", rule, err)
 		}
 	}
 	return string(b), nil
@@ -258,7 +236,8 @@ func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOver
 // charged under, and its state.
 func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus, error) {
 	c := new(call)
-	l.match(c, r, l.matchPath(r), new(listState))
+	q := l.newRequest(r)
+	l.match(c, &q)
 	out := make([]KeyStatus, 0, len(c.events))
 	for i, e := range c.events {
 		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped || e.Outcome == OutcomeAllowListed,
@@ -300,7 +279,8 @@ func (l *Limiter) matchPath(r *http.Request) string {
 // limits, and returns the names of the rules reset.
 func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string) ([]string, error) {
 	c := new(call)
-	l.match(c, r, l.matchPath(r), new(listState))
+	q := l.newRequest(r)
+	l.match(c, &q)
 	var rules []string
 	for i, e := range c.events {
 		tp, conc := c.policies[i], c.rules[i].conc

@@ -133,6 +133,7 @@ import (
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // The scripts, each loaded by SHA once per process: sluice.lua runs every
@@ -644,7 +645,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 	}
 	c := &compiled{script: plainScript}
 	for i := range p.Len() {
-		r := p.Rule(i)
+		r := storekit.Of(p).Rule(i)
 		period := int64(r.Period())
 		if err := checkPeriod(r.Period()); err != nil {
 			c.err = fmt.Errorf("policy %q limit %d: %w", p.Name(), i, err)
@@ -671,7 +672,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
 		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
 	}
-	if pen := p.PenaltyRef(); pen != nil {
+	if pen := storekit.Of(p).Penalty(); pen != nil {
 		// The penalty record is read and written in the decision's call
 		// (penalty.lua). The deny cache tells the policy from its copy
 		// without a penalty, which shares its limits.
@@ -681,7 +682,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			blocks[i] = strconv.FormatInt(int64(b/time.Microsecond), 10)
 		}
 		c.pen = []string{strconv.FormatInt(pen.Strikes(), 10), strconv.FormatInt(int64(pen.Forget/time.Microsecond), 10), strings.Join(blocks, ",")}
-		c.slots = append(c.slots, p.PenaltySlot())
+		c.slots = append(c.slots, storekit.Of(p).PenaltySlot())
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	if c.err == nil {
@@ -946,7 +947,7 @@ func decide(p *sluice.Policy, now int64, st []int64) sluice.Decision {
 			sum, bind = st, i
 		}
 	}
-	return sluice.MakeDecision(p, bind, sum, now*us)
+	return storekit.Of(p).Decision(bind, sum, now*us)
 }
 
 // callerDone returns the caller's context error, also when its deadline has
@@ -981,7 +982,7 @@ func (s *Store) degrade(ctx context.Context, p *sluice.Policy, err error, local 
 // failed is the answer of OnError Allow or Deny for a request under p.
 func (s *Store) failed(p *sluice.Policy) sluice.Decision {
 	now := time.Now()
-	r := p.Rule(0)
+	r := storekit.Of(p).Rule(0)
 	if s.onError == Allow {
 		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
 	}

@@ -28,13 +28,13 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/internal/rls"
 )
 
@@ -92,7 +92,7 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("PUT /admin/v1/descriptors/overrides/{id...}", a.with(a.putDescriptor))
 	mux.HandleFunc("DELETE /admin/v1/descriptors/overrides/{id...}", a.with(a.deleteDescriptor))
 	mux.HandleFunc("/admin/", a.with(func(w http.ResponseWriter, r *http.Request, _ State) {
-		problem(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
+		problem.Write(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
 	}))
 	return mux
 }
@@ -102,13 +102,13 @@ func (a *api) with(h func(http.ResponseWriter, *http.Request, State)) http.Handl
 	return func(w http.ResponseWriter, r *http.Request) {
 		st := a.opts.State()
 		if len(st.Token) == 0 {
-			problem(w, http.StatusNotFound, "the admin API is off: set admin.api: true and admin.token_file in the config file")
+			problem.Write(w, http.StatusNotFound, "the admin API is off: set admin.api: true and admin.token_file in the config file")
 			return
 		}
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), st.Token) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
-			problem(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <the content of admin.token_file>)")
+			problem.Write(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <the content of admin.token_file>)")
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
@@ -117,7 +117,9 @@ func (a *api) with(h func(http.ResponseWriter, *http.Request, State)) http.Handl
 }
 
 // decode reads a JSON body into v, refusing unknown fields, trailing data
-// and bodies over MaxBody; it answers the problem itself and returns false.
+// (400), bodies over MaxBody (413) and bodies that do not arrive within the
+// listener's read timeout (408); it answers the problem itself and returns
+// false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(r.Body)
 	dec.DisallowUnknownFields()
@@ -125,13 +127,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err == nil && dec.More() {
 		err = errors.New("data after the JSON value")
 	}
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
-		problem(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", MaxBody))
-		return false
-	case err != nil:
-		problem(w, http.StatusBadRequest, "the body is not the JSON expected: "+err.Error())
+	if err != nil {
+		problem.Body(w, err, MaxBody, "the body is not the JSON expected: "+err.Error())
 		return false
 	}
 	return true
@@ -144,17 +141,4 @@ func reply(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// problem answers an RFC 9457 problem document.
-func problem(w http.ResponseWriter, code int, detail string) {
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}{"about:blank", http.StatusText(code), code, detail})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // clientBody is the body of PUT and PATCH on a client. For PATCH, absent
@@ -32,7 +33,7 @@ func (a *api) getClient(w http.ResponseWriter, r *http.Request, _ State) {
 	client := r.PathValue("client")
 	e, ok := a.opts.Overrides.Get(client)
 	if !ok {
-		problem(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
+		problem.Write(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
 		return
 	}
 	reply(w, http.StatusOK, e)
@@ -83,30 +84,66 @@ func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch 
 		if *b.Until != "" {
 			t, err := time.Parse(time.RFC3339, *b.Until)
 			if err != nil {
-				problem(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *b.Until))
+				problem.Write(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *b.Until))
 				return
 			}
 			e.Until = t
 		}
 	}
 	if code, msg := check(st.Limiter, &e); code != 0 {
-		problem(w, code, msg)
+		problem.Write(w, code, msg)
 		return
 	}
 	switch err := a.opts.Overrides.Put(r.Context(), e); {
 	case errors.Is(err, overrides.ErrInvalid):
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
 		return
 	case errors.Is(err, overrides.ErrFull):
-		problem(w, http.StatusConflict, err.Error())
+		problem.Write(w, http.StatusConflict, err.Error())
 		return
 	case err != nil:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "anchor", e.Anchor, "until", e.Until)
 	got, _ := a.opts.Overrides.Get(client)
-	reply(w, http.StatusOK, got)
+	var warning string
+	if b.Anchor != nil && e.Anchor != "" && !calendarQuotas(st.Limiter, e) {
+		warning = fmt.Sprintf("the anchor %s has no effect: no rule has a calendar quota (period day, week, month or year), nor has the client's own limits", e.Anchor)
+	}
+	reply(w, http.StatusOK, clientReply{got, warning})
+}
+
+// clientReply is an override as PUT and PATCH answer it: with a warning
+// when a setting the request made has no effect (an anchor, on a
+// configuration without calendar quotas).
+type clientReply struct {
+	overrides.Entry
+	Warning string `json:"warning,omitempty"`
+}
+
+// calendarQuotas reports whether a billing anchor can apply to e's client:
+// whether some rule (its default limit or a tier's) or e's own limits are
+// calendar quotas.
+func calendarQuotas(lim *httplimit.Limiter, e overrides.Entry) bool {
+	for _, name := range lim.Rules() {
+		r, _ := lim.Rule(name)
+		if r.Limit.Calendar != nil {
+			return true
+		}
+		for _, l := range r.Tiers {
+			if l.Calendar != nil {
+				return true
+			}
+		}
+	}
+	for _, l := range e.Limits {
+		switch l.Period {
+		case "day", "week", "month", "year":
+			return true
+		}
+	}
+	return false
 }
 
 func (a *api) deleteClient(w http.ResponseWriter, r *http.Request, _ State) {
@@ -114,9 +151,9 @@ func (a *api) deleteClient(w http.ResponseWriter, r *http.Request, _ State) {
 	ok, err := a.opts.Overrides.Delete(r.Context(), client)
 	switch {
 	case err != nil:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 	case !ok:
-		problem(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
+		problem.Write(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
 	default:
 		a.log.Info("admin API: client override removed", "client", digest(client))
 		w.WriteHeader(http.StatusNoContent)

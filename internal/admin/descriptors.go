@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/internal/overrides"
+	"github.com/sluicehq/sluice/internal/problem"
 	"github.com/sluicehq/sluice/internal/rls"
 )
 
@@ -95,7 +96,7 @@ func noLimit(rules rls.Rules, b *descriptorBody) string {
 
 func (a *api) service(w http.ResponseWriter, st State) bool {
 	if st.Service == nil || a.opts.Descriptors == nil {
-		problem(w, http.StatusNotFound, "no rate-limit service runs: add a service section to the config file")
+		problem.Write(w, http.StatusNotFound, "no rate-limit service runs: add a service section to the config file")
 		return false
 	}
 	return true
@@ -106,11 +107,11 @@ func (a *api) service(w http.ResponseWriter, st State) bool {
 func descriptorProblem(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, rls.ErrUnknownDomain):
-		problem(w, http.StatusNotFound, err.Error())
+		problem.Write(w, http.StatusNotFound, err.Error())
 	case errors.Is(err, rls.ErrInvalidRequest):
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), rls.ErrInvalidRequest.Error()+": "))
+		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), rls.ErrInvalidRequest.Error()+": "))
 	default:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 	}
 }
 
@@ -120,7 +121,7 @@ func (a *api) parseDescriptor(w http.ResponseWriter, r *http.Request) (*descript
 		return nil, false
 	}
 	if b.Domain == "" || len(b.Entries) == 0 {
-		problem(w, http.StatusBadRequest, `give domain and entries, such as {"domain": "api", "entries": [{"key": "client", "value": "a"}]}`)
+		problem.Write(w, http.StatusBadRequest, `give domain and entries, such as {"domain": "api", "entries": [{"key": "client", "value": "a"}]}`)
 		return nil, false
 	}
 	return &b, true
@@ -265,7 +266,7 @@ func (a *api) getDescriptor(w http.ResponseWriter, r *http.Request, st State) {
 	id := r.PathValue("id")
 	d, ok := a.opts.Descriptors.Get(id)
 	if !ok {
-		problem(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
+		problem.Write(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
 		return
 	}
 	reply(w, http.StatusOK, d)
@@ -277,7 +278,7 @@ func (a *api) putDescriptor(w http.ResponseWriter, r *http.Request, st State) {
 	}
 	domain, entries, err := overrides.ParseDescriptorID(r.PathValue("id"))
 	if err != nil {
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": ")+" (a descriptor's ID is its domain and entries, such as api/client=a, with % / and = in them escaped as %XX)")
+		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": ")+" (a descriptor's ID is its domain and entries, such as api/client=a, with % / and = in them escaped as %XX)")
 		return
 	}
 	if err := st.Service.CheckDescriptor(domain, entries); err != nil {
@@ -292,7 +293,7 @@ func (a *api) putDescriptor(w http.ResponseWriter, r *http.Request, st State) {
 	if b.Until != "" {
 		t, err := time.Parse(time.RFC3339, b.Until)
 		if err != nil {
-			problem(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", b.Until))
+			problem.Write(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", b.Until))
 			return
 		}
 		d.Until = t
@@ -311,13 +312,13 @@ func (a *api) putDescriptor(w http.ResponseWriter, r *http.Request, st State) {
 	got, err := a.opts.Descriptors.Put(r.Context(), d)
 	switch {
 	case errors.Is(err, overrides.ErrInvalid):
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
 		return
 	case errors.Is(err, overrides.ErrFull):
-		problem(w, http.StatusConflict, err.Error())
+		problem.Write(w, http.StatusConflict, err.Error())
 		return
 	case err != nil:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 		return
 	}
 	a.log.Info("admin API: descriptor override set", "domain", domain, "descriptor", digest(got.ID), "limits", len(got.Limits), "until", got.Until)
@@ -332,11 +333,11 @@ func (a *api) deleteDescriptor(w http.ResponseWriter, r *http.Request, st State)
 	ok, err := a.opts.Descriptors.Delete(r.Context(), id)
 	switch {
 	case errors.Is(err, overrides.ErrInvalid):
-		problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
+		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
 	case err != nil:
-		problem(w, http.StatusServiceUnavailable, err.Error())
+		problem.Write(w, http.StatusServiceUnavailable, err.Error())
 	case !ok:
-		problem(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
+		problem.Write(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
 	default:
 		a.log.Info("admin API: descriptor override removed", "descriptor", digest(id))
 		w.WriteHeader(http.StatusNoContent)

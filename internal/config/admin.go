@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -73,21 +70,9 @@ func (d *decoder) checkAdmin(n *yaml.Node, c *Config) {
 		d.add(n, "admin.api", "needs the admin listener, but server.admin is off")
 		return
 	}
-	if !c.Admin.AllowRemote && !isLoopback(c.Server.Admin) {
-		d.add(n, "admin.api", "the admin listener %s is not a loopback address, so the API would be reachable from the network: bind server.admin to 127.0.0.1 or [::1], or set admin.allow_remote: true and protect the port", c.Server.Admin)
+	if err := CheckAdminListener(c.Server.Admin, c.Admin.AllowRemote); err != nil {
+		d.add(n, "admin.api", "%s", err)
 	}
-}
-
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 // TokenPath returns the path of TokenFile, relative to the directory of

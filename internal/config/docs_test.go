@@ -38,6 +38,7 @@ var docSections = []docSection{
 	{"forwardAuthFields", "server.forward_auth.", forwardAuthFields},
 	{"upstreamFields", "upstream.", upstreamFields},
 	{"serviceFields", "service.", serviceFields},
+	{"envoyHeaderFields", "service.envoy_headers.", envoyHeaderFields},
 	{"adminFields", "admin.", adminFields},
 	{"listFields", "lists.NAME.", listFields},
 	{"identityFields", "identity.", identityFields},

@@ -308,10 +308,12 @@ func (s *DescriptorSet) Delete(ctx context.Context, id string) (bool, error) {
 }
 
 // Refresh removes the overrides that have ended from the store, and reads
-// the overrides again if their version changed.
+// the overrides again if their version changed, within Options.Timeout.
 func (s *DescriptorSet) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
 	if err := pruneEnded(ctx, s.be, s.snap.Load().m, func(it *descItem) (string, []byte, bool) {
 		return it.d.ID, it.raw, s.ended(it.d)
 	}); err != nil {
@@ -365,7 +367,8 @@ func (s *DescriptorSet) failed(err error) {
 }
 
 // Run refreshes the DescriptorSet every Poll (with jitter) until ctx is
-// done. Only a DescriptorSet on Redis needs it.
+// done, telling Options.OnRefresh of each outcome. Only a DescriptorSet on
+// Redis needs it.
 func (s *DescriptorSet) Run(ctx context.Context) {
-	poll(ctx, s.opts.Poll, s.Refresh, s.failed)
+	poll(ctx, s.opts.Poll, s.Refresh, s.opts.OnRefresh)
 }

@@ -178,10 +178,21 @@ type Options struct {
 	// changed (one GET), with ±25% jitter so that gateways started
 	// together do not ask together. Default 500ms.
 	Poll time.Duration
-	// OnError, if set, is told of every failure to read the overrides
-	// from Redis, and of every stored entry that cannot be used (they are
-	// skipped). The Set keeps the last overrides it read.
+	// Timeout bounds how long a Refresh (each of Run's polls among them)
+	// waits for Redis: one that gets no answer within it fails, rather
+	// than waiting out an outage (the client retries reads until their
+	// context ends). Default ten Polls: 5s with the default Poll.
+	Timeout time.Duration
+	// OnError, if set, is told of every stored entry that cannot be used
+	// (it is skipped).
 	OnError func(error)
+	// OnRefresh, if set, is told of the outcome of every refresh that Run
+	// makes: nil when the overrides were read (or found unchanged), the
+	// error when they could not be, and the Set keeps the last ones it
+	// read. While Redis is away every poll fails: a process tells an
+	// outage's start and end from the changes of outcome, rather than
+	// logging each failure.
+	OnRefresh func(error)
 }
 
 // Set is the overrides of one store. Build one with NewMemory or NewRedis.
@@ -218,6 +229,9 @@ func newSet(opts Options, be backend) (*Set, error) {
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 500 * time.Millisecond
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = 10 * opts.Poll
 	}
 	s := &Set{opts: opts, be: be}
 	s.snap.Store(&snapshot{version: -1})
@@ -309,10 +323,12 @@ func (s *Set) Delete(ctx context.Context, client string) (bool, error) {
 }
 
 // Refresh removes the overrides that have ended from the store, and reads
-// the overrides again if their version changed.
+// the overrides again if their version changed, within Options.Timeout.
 func (s *Set) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
+	defer cancel()
 	if err := pruneEnded(ctx, s.be, s.snap.Load().m, func(it *item) (string, []byte, bool) {
 		return it.e.Client, it.raw, s.ended(it.e)
 	}); err != nil {
@@ -358,13 +374,14 @@ func (s *Set) failed(err error) {
 	}
 }
 
-// Run refreshes the Set every Poll (with jitter) until ctx is done. Only
-// a Set on Redis needs it: another process may change the overrides.
-func (s *Set) Run(ctx context.Context) { poll(ctx, s.opts.Poll, s.Refresh, s.failed) }
+// Run refreshes the Set every Poll (with jitter) until ctx is done,
+// telling Options.OnRefresh of each outcome. Only a Set on Redis needs it:
+// another process may change the overrides.
+func (s *Set) Run(ctx context.Context) { poll(ctx, s.opts.Poll, s.Refresh, s.opts.OnRefresh) }
 
 // poll calls refresh every period, with ±25% jitter, until ctx is done,
-// telling failed of its failures.
-func poll(ctx context.Context, period time.Duration, refresh func(context.Context) error, failed func(error)) {
+// telling told (if not nil) of each outcome.
+func poll(ctx context.Context, period time.Duration, refresh func(context.Context) error, told func(error)) {
 	for {
 		d := period*3/4 + rand.N(period/2+1)
 		t := time.NewTimer(d)
@@ -374,8 +391,8 @@ func poll(ctx context.Context, period time.Duration, refresh func(context.Contex
 			return
 		case <-t.C:
 		}
-		if err := refresh(ctx); err != nil && ctx.Err() == nil {
-			failed(err)
+		if err := refresh(ctx); ctx.Err() == nil && told != nil {
+			told(err)
 		}
 	}
 }

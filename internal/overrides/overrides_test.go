@@ -198,3 +198,58 @@ func TestEndedOverridesLeaveRedis(t *testing.T) {
 		t.Errorf("the ended descriptor override %s is still in Redis (HEXISTS %s)", d.ID, got)
 	}
 }
+
+// A Refresh while Redis is away fails within Options.Timeout, for both
+// kinds of set, keeping the overrides last read: the client retries reads
+// until their context ends, so an unbounded poll would wait out the whole
+// outage, silently. Redis is stopped (connections refused) and paused
+// (connections accepted, nothing answered).
+func TestRefreshWithinTimeoutWhileRedisIsAway(t *testing.T) {
+	for _, away := range []string{"stopped", "paused"} {
+		t.Run(away, func(t *testing.T) {
+			srv := redistest.Start(t)
+			ctx := context.Background()
+			store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			opts := overrides.Options{Store: store, Timeout: 100 * time.Millisecond}
+			set, err := overrides.NewRedis(opts, store.Client, "sluice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			dset, err := overrides.NewDescriptorRedis(opts, store.Client, "sluice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := set.Put(ctx, overrides.Entry{Client: "k", Tier: "premium"}); err != nil {
+				t.Fatal(err)
+			}
+			if err := dset.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if away == "stopped" {
+				srv.Stop()
+			} else {
+				srv.Pause(t)
+				t.Cleanup(func() { srv.Resume(t) })
+			}
+			for name, refresh := range map[string]func(context.Context) error{"Set": set.Refresh, "DescriptorSet": dset.Refresh} {
+				done := make(chan error, 1)
+				go func() { done <- refresh(ctx) }()
+				select {
+				case err := <-done:
+					if err == nil {
+						t.Errorf("%s.Refresh with Redis %s: nil error, want a failure", name, away)
+					}
+				case <-time.After(30 * time.Second): // a safeguard: the Timeout is 100ms
+					t.Fatalf("%s.Refresh with Redis %s: still waiting after 30s, want a failure within the 100ms Timeout", name, away)
+				}
+			}
+			if e, ok := set.Get("k"); !ok || e.Tier != "premium" {
+				t.Errorf("after the failed refresh: %+v, %v; want the override last read", e, ok)
+			}
+		})
+	}
+}
