@@ -19,7 +19,7 @@ type reloadMetrics struct {
 	failures prometheus.Counter     // reloads{result="failure"}
 	success  prometheus.Counter     // reloads{result="success"}
 	last     prometheus.Gauge
-	ok       prometheus.Gauge // whether the last reload (or the start) applied
+	ok       prometheus.Gauge     // whether the last reload (or the start) applied
 	info     *prometheus.GaugeVec // hash
 
 	mu   sync.Mutex

@@ -161,24 +161,24 @@ type ForwardAuthOptions struct {
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	opts     Options // as given to New, with defaults: the fixed settings
-	log      *slog.Logger
-	store    sluice.Store
-	closer   func() error
-	ready    func(context.Context) error
+	opts   Options // as given to New, with defaults: the fixed settings
+	log    *slog.Logger
+	store  sluice.Store
+	closer func() error
+	ready  func(context.Context) error
 	// storeFailsClosed: the store refuses what it cannot decide
 	// (sluice.ClosedFailer), so it is not ready while it cannot.
 	storeFailsClosed bool
-	reg      *prometheus.Registry
-	m        *metrics
-	reloads  *reloadMetrics
-	backend  string
-	secret   []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
-	handler  http.Handler
-	admin    http.Handler
-	draining atomic.Bool
-	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
-	delay    atomic.Int64 // the current ShutdownDelay, in ns
+	reg              *prometheus.Registry
+	m                *metrics
+	reloads          *reloadMetrics
+	backend          string
+	secret           []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
+	handler          http.Handler
+	admin            http.Handler
+	draining         atomic.Bool
+	shutdown         atomic.Int64 // the current ShutdownTimeout, in ns
+	delay            atomic.Int64 // the current ShutdownDelay, in ns
 	// after waits out the shutdown delay: time.After, or a test's.
 	after func(time.Duration) <-chan time.Time
 
