@@ -92,7 +92,7 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("PUT /admin/v1/descriptors/overrides/{id...}", a.with(a.putDescriptor))
 	mux.HandleFunc("DELETE /admin/v1/descriptors/overrides/{id...}", a.with(a.deleteDescriptor))
 	mux.HandleFunc("/admin/", a.with(func(w http.ResponseWriter, r *http.Request, _ State) {
-		problem.Write(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
+		problem.Write(w, http.StatusNotFound, "no such route: see the routes in docs/operations.md, The admin API")
 	}))
 	return mux
 }
