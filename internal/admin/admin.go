@@ -22,6 +22,12 @@
 //	GET    /admin/v1/descriptors/overrides/{id}  one, by ID (such as api/client=a)
 //	PUT    /admin/v1/descriptors/overrides/{id}  give a descriptor limits of its own
 //	DELETE /admin/v1/descriptors/overrides/{id}  remove them
+//
+// and, to see who is limited:
+//
+//	GET    /admin/v1/top         each rule's keys most limited (or with the most requests)
+//	GET    /admin/v1/overview    each rule's decisions a second by outcome, its top keys, the store's health
+//	GET    /admin/v1/dashboard   the same, live in a browser page
 package admin
 
 import (
@@ -60,6 +66,9 @@ type Options struct {
 	// Descriptors holds the descriptor overrides of the rate-limit
 	// service; required when a State has a Service.
 	Descriptors *overrides.DescriptorSet
+	// Observed is what the server saw of its traffic: the rules' heavy
+	// hitters and rates.
+	Observed Observed
 	// Logger receives a line for every change made through the API.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -91,6 +100,8 @@ func Handler(opts Options) http.Handler {
 	mux.HandleFunc("GET /admin/v1/descriptors/overrides/{id...}", a.with(a.getDescriptor))
 	mux.HandleFunc("PUT /admin/v1/descriptors/overrides/{id...}", a.with(a.putDescriptor))
 	mux.HandleFunc("DELETE /admin/v1/descriptors/overrides/{id...}", a.with(a.deleteDescriptor))
+	mux.HandleFunc("GET /admin/v1/top", a.with(a.getTop))
+	mux.HandleFunc("GET /admin/v1/overview", a.with(a.getOverview))
 	mux.HandleFunc("/admin/", a.with(func(w http.ResponseWriter, r *http.Request, _ State) {
 		problem.Write(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
 	}))

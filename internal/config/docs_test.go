@@ -29,6 +29,7 @@ var docSections = []docSection{
 	{"clientIPFields", "client_ip.", clientIPFields},
 	{"tiersFields", "tiers.", tiersFields},
 	{"logFields", "log.", logFields},
+	{"accessFields", "log.access.", accessFields},
 	{"ruleFields", "rules[].", ruleFields},
 	{"matchFields", "rules[].match.", matchFields},
 	{"countFields", "rules[].count.", countFields},

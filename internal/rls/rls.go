@@ -553,7 +553,7 @@ func (s *Service) check(ctx context.Context, c *call) (*rlsv3.RateLimitResponse,
 			ev.Name = metricName(r)
 			continue
 		}
-		ev.Name = metricName(r)
+		ev.Name, ev.Key = metricName(r), m.Key
 		ch := engine.Check{Policy: r.Policy, Key: m.Key, Cost: it.hits, Name: displayName(r)}
 		if r.DenyAll || ch.Policy == nil {
 			d := display(r, 0)

@@ -38,6 +38,7 @@ import (
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/topk"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -118,6 +119,13 @@ type Options struct {
 	// with the limiter's rules; nil runs none. Its listener is fixed when
 	// the gateway is built; Reload changes its trusted proxies.
 	ForwardAuth *ForwardAuthOptions
+	// AdminShowKeys shows keys as they are in the admin API's top and
+	// dashboard even when Redis hashes them (Redis.HashKeys); by default
+	// they are shown as the digests Redis holds.
+	AdminShowKeys bool
+	// AccessLog writes a JSON line per decision; nil writes none. It is
+	// fixed when the server is built; Reload reopens its file.
+	AccessLog *AccessLogOptions
 	// Identity verifies the bearer tokens of the rules' and tiers'
 	// jwt:CLAIM key parts, for the gateway and forward-auth alike; nil
 	// for none. Its Observe is set by the gateway, which counts the
@@ -183,7 +191,12 @@ type Server struct {
 	ov    *overrides.Set
 	dov   *overrides.DescriptorSet // the service's; nil without a service section
 	rlsm  *rls.Metrics             // the service's metrics; nil without a service section
-	addrs atomic.Value             // map[string]net.Addr, once Run listens
+	// top and dtop hold the heavy hitters of the gateway's rules and of
+	// the service's descriptors, by name, across generations.
+	top, dtop *topk.Set
+	health    healthRecord
+	access    *accessLog   // nil when off
+	addrs     atomic.Value // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex      // serialises Reload
@@ -230,9 +243,18 @@ func New(opts Options) (*Server, error) {
 	}
 	g.m = newMetrics(g.reg, g.backend)
 	g.reloads = newReloadMetrics(g.reg)
+	g.top, g.dtop = new(topk.Set), new(topk.Set)
 	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
 		return nil, err
 	}
+	if opts.AccessLog != nil {
+		var err error
+		if g.access, err = newAccessLog(*opts.AccessLog, g.reg, func(key string) string { return hashKey(g.secret, key) }); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	g.goBackground(g.tickTop)
 	if err := g.openOverrides(); err != nil {
 		g.Close()
 		return nil, err
@@ -254,6 +276,7 @@ func New(opts Options) (*Server, error) {
 	}
 	g.gen.Store(gen)
 	g.reloads.applied(opts.ConfigHash, time.Now(), false)
+	g.health.reloaded(opts.ConfigHash, time.Now(), nil, false)
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.gen.Load().handler.ServeHTTP(w, r)
 	})
@@ -283,6 +306,7 @@ func New(opts Options) (*Server, error) {
 		},
 		Overrides:   g.ov,
 		Descriptors: g.dov,
+		Observed:    admin.Observed{Rules: g.top, Descriptors: g.dtop, ShowKey: g.showKey(), Health: g.adminHealth},
 		Logger:      g.log,
 	}))
 	g.admin = mux
@@ -417,12 +441,17 @@ func (g *Server) build(opts Options) (*generation, error) {
 	}
 	obs := newObserver(g.m, g.backend, g.log, opts.LogLinesPerSecond)
 	obs.secret = g.secret
+	obs.access = g.access
 	lo.Observer = obs
 	if lo.Tiers.From != (httplimit.KeyPart{}) {
 		lo.Overrides = g.ov
 	}
 	if gen.lim, err = httplimit.New(lo); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	obs.top = make(map[string]*topk.Sketch)
+	for _, name := range gen.lim.Rules() {
+		obs.top[name] = g.top.Sketch(name)
 	}
 	if gen.upstream != nil {
 		gen.handler = gen.lim.Handler(gen.upstream)
@@ -438,7 +467,7 @@ func (g *Server) build(opts Options) (*generation, error) {
 		if so.Rules == nil {
 			return nil, errors.New("server: the service has no descriptor rules")
 		}
-		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: g.rlsm, OnStoreError: so.OnStoreError, Headers: so.Headers,
+		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: &serviceObserver{m: g.rlsm, top: g.dtop, access: g.access}, OnStoreError: so.OnStoreError, Headers: so.Headers,
 			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
@@ -500,6 +529,9 @@ func (g *Server) Close() error {
 		g.stopBg()
 		g.bg.Wait()
 		g.stopBg = nil
+	}
+	if g.access != nil {
+		g.access.close()
 	}
 	if g.closer == nil {
 		return nil
