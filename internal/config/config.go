@@ -47,6 +47,9 @@ type Config struct {
 	// AccessLog is log.access; nil when the file has none (the access log
 	// is off).
 	AccessLog *AccessLog
+	// Tracing is the tracing section; nil when the file has none (no
+	// traces).
+	Tracing *Tracing
 	// Admin configures the admin API.
 	Admin Admin
 	// Service is the rate-limit service for Envoy; nil when the file has
@@ -131,7 +134,7 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity", "tracing"}
 
 // logFields are the fields of log.
 var logFields = []string{"rejections_per_second", "access"}
@@ -246,6 +249,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.admin(v, &c.Admin)
 		case "identity":
 			d.identity(v, c)
+		case "tracing":
+			c.Tracing = d.tracing(v)
 		case "service":
 			c.Service = &Service{}
 			d.service(v, c.Service)

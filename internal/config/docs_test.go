@@ -30,6 +30,7 @@ var docSections = []docSection{
 	{"tiersFields", "tiers.", tiersFields},
 	{"logFields", "log.", logFields},
 	{"accessFields", "log.access.", accessFields},
+	{"tracingFields", "tracing.", tracingFields},
 	{"ruleFields", "rules[].", ruleFields},
 	{"matchFields", "rules[].match.", matchFields},
 	{"countFields", "rules[].count.", countFields},

@@ -55,3 +55,29 @@ func TestAccessLogSection(t *testing.T) {
 		}
 	}
 }
+
+func TestTracingSection(t *testing.T) {
+	c, err := config.Parse([]byte(observeRule+"tracing: {endpoint: 'http://127.0.0.1:4318', sample_ratio: 0.5, service_name: edge}\n"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (config.Tracing{Endpoint: "http://127.0.0.1:4318", SampleRatio: 0.5, ServiceName: "edge"}); c.Tracing == nil || *c.Tracing != want {
+		t.Errorf("tracing = %+v, want %+v", c.Tracing, want)
+	}
+	c, _ = config.Parse([]byte(observeRule+"tracing: {endpoint: 'https://otel:4318/custom'}\n"), "x.yaml")
+	if want := (config.Tracing{Endpoint: "https://otel:4318/custom", SampleRatio: 0.01, ServiceName: "sluice"}); *c.Tracing != want {
+		t.Errorf("defaults: got %+v, want %+v", *c.Tracing, want)
+	}
+	for _, tc := range []struct{ name, file, want string }{
+		{"no endpoint", "tracing: {sample_ratio: 1}\n", "tracing.endpoint: want the collector's URL"},
+		{"bad endpoint", "tracing: {endpoint: '127.0.0.1:4318'}\n", "tracing.endpoint: want the collector's http:// or https:// URL"},
+		{"ratio too big", "tracing: {endpoint: 'http://x:1', sample_ratio: 2}\n", "tracing.sample_ratio: want a number from 0 to 1"},
+		{"ratio not a number", "tracing: {endpoint: 'http://x:1', sample_ratio: half}\n", "tracing.sample_ratio: want a number from 0 to 1"},
+		{"empty name", "tracing: {endpoint: 'http://x:1', service_name: ''}\n", "tracing.service_name: want a name"},
+	} {
+		_, err := config.Parse([]byte(observeRule+tc.file), "broken.yaml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want a problem containing %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -188,6 +188,7 @@ func restartOnly(run, file Options) []setting {
 	}
 	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
 	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
+	add("tracing", tracingString(run.Tracing), tracingString(file.Tracing))
 	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
 	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
 	add("store.redis.quota.lease_rate", r.LeaseRate, f.LeaseRate)
@@ -201,6 +202,13 @@ func accessString(a *AccessLogOptions) string {
 		return "off"
 	}
 	return fmt.Sprintf("%+v", *a)
+}
+
+func tracingString(t *TracingOptions) string {
+	if t == nil {
+		return "off"
+	}
+	return fmt.Sprintf("%+v", *t)
 }
 
 func faListen(fa *ForwardAuthOptions) string {

@@ -32,6 +32,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/forwardauth"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/loglimit"
@@ -126,6 +127,10 @@ type Options struct {
 	// AccessLog writes a JSON line per decision; nil writes none. It is
 	// fixed when the server is built; Reload reopens its file.
 	AccessLog *AccessLogOptions
+	// Tracing exports OpenTelemetry spans of the requests, their decisions
+	// and their store calls over OTLP; nil exports none. It is fixed when
+	// the server is built.
+	Tracing *TracingOptions
 	// Identity verifies the bearer tokens of the rules' and tiers'
 	// jwt:CLAIM key parts, for the gateway and forward-auth alike; nil
 	// for none. Its Observe is set by the gateway, which counts the
@@ -196,6 +201,7 @@ type Server struct {
 	top, dtop *topk.Set
 	health    healthRecord
 	access    *accessLog   // nil when off
+	tracing   *tracing     // nil when off
 	addrs     atomic.Value // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
@@ -254,6 +260,13 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
+	if opts.Tracing != nil {
+		var err error
+		if g.tracing, err = newTracing(*opts.Tracing, g.backend); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	g.goBackground(g.tickTop)
 	if err := g.openOverrides(); err != nil {
 		g.Close()
@@ -280,6 +293,9 @@ func New(opts Options) (*Server, error) {
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.gen.Load().handler.ServeHTTP(w, r)
 	})
+	if g.tracing != nil {
+		g.handler = g.tracing.handler(g.handler)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
@@ -443,6 +459,11 @@ func (g *Server) build(opts Options) (*generation, error) {
 	obs.secret = g.secret
 	obs.access = g.access
 	lo.Observer = obs
+	var tracer engine.Tracer
+	if g.tracing != nil {
+		tracer = g.tracing.hook
+		lo.Tracer = tracer
+	}
 	if lo.Tiers.From != (httplimit.KeyPart{}) {
 		lo.Overrides = g.ov
 	}
@@ -468,7 +489,7 @@ func (g *Server) build(opts Options) (*generation, error) {
 			return nil, errors.New("server: the service has no descriptor rules")
 		}
 		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: &serviceObserver{m: g.rlsm, top: g.dtop, access: g.access}, OnStoreError: so.OnStoreError, Headers: so.Headers,
-			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
+			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor, Tracer: tracer})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
@@ -532,6 +553,12 @@ func (g *Server) Close() error {
 	}
 	if g.access != nil {
 		g.access.close()
+	}
+	if g.tracing != nil {
+		if err := g.tracing.shutdown(); err != nil {
+			g.log.Warn("exporting the last spans failed", "error", err)
+		}
+		g.tracing = nil
 	}
 	if g.closer == nil {
 		return nil
