@@ -10,7 +10,8 @@ import (
 // 2005) of Capacity counters over the keys of one interval: the interval's
 // live part, written on the decision path. It allocates nothing once built:
 // its counters, their min-heap and their hash index are arrays of fixed
-// size, and a key is kept as at most MaxKeyLen of its bytes, copied in.
+// size, and a key is kept as the string given, which the callers never
+// change (Go strings are immutable), not copied.
 //
 // Keys are told apart by a 64-bit hash (hash/maphash), so that two keys
 // share a counter only if their hashes collide: with at most a few
@@ -35,20 +36,16 @@ type counter struct {
 	hash  uint64
 	count uint64 // an upper bound of the key's occurrences
 	err   uint64 // count-err is a lower bound
-	klen  uint8
-	key   [MaxKeyLen]byte
+	key   string
 }
-
-func (c *counter) setKey(key string) {
-	c.klen = uint8(copy(c.key[:], key))
-}
-
-func (c *counter) keyString() string { return string(c.key[:c.klen]) }
 
 // reset empties the summary.
 func (s *summary) reset() {
 	s.n, s.total = 0, 0
 	s.index = [indexSize]int32{}
+	for i := range s.slots {
+		s.slots[i].key = "" // let the keys go
+	}
 }
 
 // add counts one occurrence of key, whose hash is h: the key's counter goes
@@ -65,8 +62,7 @@ func (s *summary) add(h uint64, key string) {
 		i := s.n
 		s.n++
 		c := &s.slots[i]
-		c.hash, c.count, c.err = h, 1, 0
-		c.setKey(key)
+		c.hash, c.count, c.err, c.key = h, 1, 0, key
 		s.heap[i], s.pos[i] = i, i
 		s.insert(h, i)
 		s.up(i)
@@ -75,9 +71,8 @@ func (s *summary) add(h uint64, key string) {
 	i := s.heap[0]
 	c := &s.slots[i]
 	s.remove(c.hash)
-	c.hash, c.err = h, c.count
+	c.hash, c.err, c.key = h, c.count, key
 	c.count++
-	c.setKey(key)
 	s.insert(h, i)
 	s.down(0)
 }
@@ -98,7 +93,7 @@ func (s *summary) freeze() part {
 	p := part{floor: s.floor(), total: s.total, entries: make([]entry, s.n)}
 	for i := range s.n {
 		c := &s.slots[i]
-		p.entries[i] = entry{hash: c.hash, key: c.keyString(), count: c.count, err: c.err}
+		p.entries[i] = entry{hash: c.hash, key: c.key, count: c.count, err: c.err}
 	}
 	return p
 }

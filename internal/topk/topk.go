@@ -48,12 +48,15 @@
 //
 // # Memory
 //
-// A sketch holds two live summaries of about Capacity*(MaxKeyLen+32) +
-// Capacity*24 bytes (15 KiB together), 6 + 5 + 12 frozen parts of two
-// summaries each, of at most Capacity keys of at most MaxKeyLen bytes (at
-// most 280 KiB with keys of MaxKeyLen bytes, about 70 KiB for IP
-// addresses), and RateSeconds seconds of counts by outcome (10 KiB): at
-// most about 300 KiB per rule.
+// A sketch holds two live summaries of Capacity counters (40 bytes each),
+// their heap and a hash index of 4*Capacity slots (about 8 KiB together);
+// 6 + 5 + 12 frozen parts of two summaries each, of at most Capacity
+// entries of 40 bytes (at most 118 KiB); and RateSeconds seconds of counts
+// by outcome (12 KiB): about 140 KiB per rule, plus the keys themselves,
+// at most 2*Capacity*(6+5+12+1) of them, shared between the parts that
+// hold the same key (the live summaries keep the strings the decisions
+// gave, and the parts the same strings). Sluice's keys are bounded: a
+// gateway key part longer than 128 bytes is kept as its digest.
 //
 // A Sketch is safe for concurrent use.
 package topk
@@ -67,9 +70,6 @@ import (
 const (
 	// Capacity is the number of keys each summary monitors (k).
 	Capacity = 64
-	// MaxKeyLen is the number of a key's bytes kept for display; longer
-	// keys are told apart by their hash all the same.
-	MaxKeyLen = 96
 	// Interval is the span of time of a live summary.
 	Interval = 10 * time.Second
 	// RateSeconds is how many seconds of decision counts a sketch keeps.
