@@ -97,7 +97,7 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	case "--version", "-version":
 		return versionCmd(nil, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if args[0] != "help" || len(args) == 1 || args[1] == "help" {
+		if args[0] != "help" || len(args) == 1 || slices.Contains([]string{"help", "-h", "-help", "--help"}, args[1]) {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}

@@ -361,7 +361,9 @@ func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) 
 	defer func() { d.storeCheck = nil }()
 	nodes := resolve(rulesNode).Content
 	for i, r := range rules {
-		if r.Action == httplimit.Exempt || i >= len(nodes) {
+		// An exempt rule has no limit, nor has a concurrency rule without
+		// a rate: nothing for the store to run but slots.
+		if r.Action == httplimit.Exempt || i >= len(nodes) || (r.Concurrency != nil && r.Limit == (sluice.Limit{})) {
 			continue
 		}
 		path := fmt.Sprintf("rules[%d]", i)

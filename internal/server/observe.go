@@ -9,6 +9,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -64,6 +66,30 @@ func (m *metrics) identityOn() {
 			m.tokenResults = append(m.tokenResults, m.tokens.WithLabelValues(r.String()))
 		}
 	})
+}
+
+// buildInfo registers sluice_build_info: 1, labelled with the version,
+// the VCS revision and the Go version the binary was built with, as the
+// build information a plain go build embeds tells them ("(devel)" and
+// "unknown" where it does not).
+func buildInfo(reg prometheus.Registerer) {
+	version, revision, goVersion := "(devel)", "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "1, labelled with the version, the VCS revision and the Go version of the running binary.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(version, revision, goVersion).Set(1)
+	reg.MustRegister(g)
 }
 
 func newMetrics(reg prometheus.Registerer, backend string) *metrics {

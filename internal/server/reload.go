@@ -19,6 +19,7 @@ type reloadMetrics struct {
 	failures prometheus.Counter     // reloads{result="failure"}
 	success  prometheus.Counter     // reloads{result="success"}
 	last     prometheus.Gauge
+	ok       prometheus.Gauge     // whether the last reload (or the start) applied
 	info     *prometheus.GaugeVec // hash
 
 	mu   sync.Mutex
@@ -35,6 +36,10 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 			Name: "sluice_config_last_reload_success_timestamp_seconds",
 			Help: "When the running configuration was applied (at start or by the last successful reload), in Unix seconds.",
 		}),
+		ok: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_successful",
+			Help: "1 if the last reload applied (or none was tried since the start), 0 if it failed and the configuration before it still runs.",
+		}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_config_info",
 			Help: "1, labelled with the SHA-256 (first 16 hex digits) of the running configuration file.",
@@ -42,8 +47,14 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 	}
 	m.failures = m.reloads.WithLabelValues("failure")
 	m.success = m.reloads.WithLabelValues("success")
-	reg.MustRegister(m.reloads, m.last, m.info)
+	reg.MustRegister(m.reloads, m.last, m.ok, m.info)
 	return m
+}
+
+// failed records a reload that did not apply.
+func (m *reloadMetrics) failed() {
+	m.failures.Inc()
+	m.ok.Set(0)
 }
 
 // applied records a configuration put in service at t, by a reload or at
@@ -53,6 +64,7 @@ func (m *reloadMetrics) applied(hash string, t time.Time, reload bool) {
 		m.success.Inc()
 	}
 	m.last.Set(float64(t.UnixNano()) / 1e9)
+	m.ok.Set(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if hash != m.hash && m.hash != "" {
@@ -139,7 +151,7 @@ func (g *Server) Reload(load func() (Options, error)) error {
 			return nil
 		}
 	}
-	g.reloads.failures.Inc()
+	g.reloads.failed()
 	g.health.reloaded("", time.Now(), err, true)
 	g.log.Error("configuration reload failed; the running configuration stays", "error", err)
 	return err

@@ -174,21 +174,24 @@ type ForwardAuthOptions struct {
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	opts     Options // as given to New, with defaults: the fixed settings
-	log      *slog.Logger
-	store    sluice.Store
-	closer   func() error
-	ready    func(context.Context) error
-	reg      *prometheus.Registry
-	m        *metrics
-	reloads  *reloadMetrics
-	backend  string
-	secret   []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
-	handler  http.Handler
-	admin    http.Handler
-	draining atomic.Bool
-	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
-	delay    atomic.Int64 // the current ShutdownDelay, in ns
+	opts   Options // as given to New, with defaults: the fixed settings
+	log    *slog.Logger
+	store  sluice.Store
+	closer func() error
+	ready  func(context.Context) error
+	// storeFailsClosed: the store refuses what it cannot decide
+	// (sluice.ClosedFailer), so it is not ready while it cannot.
+	storeFailsClosed bool
+	reg              *prometheus.Registry
+	m                *metrics
+	reloads          *reloadMetrics
+	backend          string
+	secret           []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
+	handler          http.Handler
+	admin            http.Handler
+	draining         atomic.Bool
+	shutdown         atomic.Int64 // the current ShutdownTimeout, in ns
+	delay            atomic.Int64 // the current ShutdownDelay, in ns
 	// after waits out the shutdown delay: time.After, or a test's.
 	after func(time.Duration) <-chan time.Time
 
@@ -248,10 +251,14 @@ func New(opts Options) (*Server, error) {
 		g.backend = "memory"
 	}
 	g.m = newMetrics(g.reg, g.backend)
+	buildInfo(g.reg)
 	g.reloads = newReloadMetrics(g.reg)
 	g.top, g.dtop = new(topk.Set), new(topk.Set)
 	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
 		return nil, err
+	}
+	if fc, ok := g.store.(sluice.ClosedFailer); ok {
+		g.storeFailsClosed = fc.FailsClosed()
 	}
 	if opts.AccessLog != nil {
 		var err error
@@ -310,7 +317,17 @@ func New(opts Options) (*Server, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if err := g.ready(ctx); err != nil {
-			http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+			// A store that cannot decide: with on_error local or allow
+			// this server still answers every request, and so does every
+			// other server on the same Redis, so taking it out of its load
+			// balancer helps no one and, fleet-wide, is an outage. It is
+			// not ready when its failure policy refuses (deny), or when
+			// the probe asks to be strict.
+			if g.storeFailsClosed || r.URL.Query().Has("strict") {
+				http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ready, degraded: "+err.Error())
 			return
 		}
 		fmt.Fprintln(w, "ready")
