@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/sluicehq/sluice"
 )
@@ -304,4 +307,57 @@ func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string
 		rules = append(rules, e.Rule)
 	}
 	return rules, nil
+}
+
+// KeyText returns a rule's composite key (RuleEvent.Key) as the values an
+// operator gives for it to RuleKey and `sluice key show`: one per key
+// part, separated by spaces, each quoted (Go syntax) when it is empty or
+// holds a space, a quote or a character that does not print. A value
+// replaced by its digest (longer than MaxValueLen) is shown as # and the
+// digest; a missing part keyed by the client's address as missing: and
+// the address. A key that is not a composite key of this package is
+// returned quoted.
+func KeyText(key string) string {
+	var out []string
+	for rest := key; rest != ""; {
+		tag := rest[0]
+		rest = rest[1:]
+		prefix := ""
+		if tag == 'm' && rest != "" && (rest[0] == 'i' || rest[0] == 'u') {
+			// A missing part, keyed by the address after it (a method
+			// has a length after its tag).
+			prefix, tag, rest = "missing:", rest[0], rest[1:]
+		}
+		var v string
+		switch {
+		case tag == 'i':
+			slash := strings.IndexByte(rest, '/')
+			if slash < 0 {
+				return strconv.Quote(key)
+			}
+			end := slash + 1
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			v, rest = rest[:end], rest[end:]
+		case strings.HasPrefix(rest, "#") && len(rest) >= 25:
+			v, rest = rest[:25], rest[25:]
+		default:
+			colon := strings.IndexByte(rest, ':')
+			n, err := strconv.Atoi(rest[:max(colon, 0)])
+			if colon < 0 || err != nil || n < 0 || n > len(rest)-colon-1 {
+				return strconv.Quote(key)
+			}
+			v, rest = rest[colon+1:colon+1+n], rest[colon+1+n:]
+			if tag == 'g' {
+				continue // global: no value
+			}
+		}
+		v = prefix + v
+		if v == "" || strings.ContainsAny(v, " \"'\\") || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			v = strconv.Quote(v)
+		}
+		out = append(out, v)
+	}
+	return strings.Join(out, " ")
 }

@@ -27,6 +27,8 @@ Usage:
   sluice key ...                 look at or reset a key, through the admin API
   sluice descriptor ...          look at, reset or override a descriptor of the
                                  rate-limit service, through the admin API
+  sluice top                     who is limited, live: each rule's rates and
+                                 its most limited clients, through the admin API
   sluice version                 print the version (also: sluice --version)
   sluice completion SHELL        print the completion script for bash, zsh or fish
   sluice help [COMMAND]          print this help, or COMMAND's
@@ -86,6 +88,8 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return checkConfig(args[1:], stdout, stderr)
 	case "client", "key", "descriptor":
 		return adminCommand(ctx, args, stdout, stderr)
+	case "top":
+		return topCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		return versionCmd(args[1:], stdout, stderr)
 	case "completion":
@@ -104,7 +108,7 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			return badUsage(stderr, "sluice help", "sluice", "want one COMMAND, got %s", strings.Join(args[1:], " "))
 		}
 		switch args[1] {
-		case "serve", "check-config", "version", "completion", "client", "key", "descriptor":
+		case "serve", "check-config", "version", "completion", "client", "key", "descriptor", "top":
 			return RunWithReady(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr, ready)
 		}
 		return badUsage(stderr, "sluice help", "sluice", "unknown command %q", args[1])

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/internal/proxy"
+	"github.com/sluicehq/sluice/internal/topk"
 )
 
 // metrics are the gateway's Prometheus metrics. No label ever carries a
@@ -171,6 +172,11 @@ type observer struct {
 	secret  []byte // keys are logged as HMAC-SHA256(secret, key)
 	// counters caches the CounterVec children per rule and outcome.
 	counters sync.Map // ruleOutcome -> prometheus.Counter
+	// top holds the heavy hitters of the generation's rules, by name;
+	// nil records none.
+	top map[string]*topk.Sketch
+	// access is the access log; nil when off.
+	access *accessLog
 }
 
 type ruleOutcome struct {
@@ -199,6 +205,11 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		o.counter(re.Rule, re.Outcome).Inc()
+		if k := o.top[re.Rule]; k != nil {
+			if c, ok := topOutcome(re.Outcome); ok {
+				k.Record(re.Key, c)
+			}
+		}
 		if re.Outcome == httplimit.OutcomeAllowListed {
 			o.m.listMatches.WithLabelValues(re.List, "allow").Inc()
 		}
@@ -228,6 +239,9 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 					slog.String("rule", re.Rule), slog.Any("error", re.Err))
 			}
 		}
+	}
+	if o.access != nil {
+		o.access.gateway(r, e)
 	}
 }
 
@@ -283,8 +297,12 @@ func (o *observer) logRejection(ctx context.Context, re *httplimit.RuleEvent) {
 // strings within one process, so an operator can tell one noisy client from
 // many, but no one can recover an address from the log, not even by trying
 // every IPv4 address.
-func (o *observer) hashKey(key string) string {
-	mac := hmac.New(sha256.New, o.secret)
+func (o *observer) hashKey(key string) string { return hashKey(o.secret, key) }
+
+// hashKey returns HMAC-SHA256(secret, key), its first 12 bytes in
+// base64url: see observer.hashKey.
+func hashKey(secret []byte, key string) string {
+	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(key))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
 }

@@ -32,12 +32,14 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/forwardauth"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/topk"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -118,6 +120,17 @@ type Options struct {
 	// with the limiter's rules; nil runs none. Its listener is fixed when
 	// the gateway is built; Reload changes its trusted proxies.
 	ForwardAuth *ForwardAuthOptions
+	// AdminShowKeys shows keys as they are in the admin API's top and
+	// dashboard even when Redis hashes them (Redis.HashKeys); by default
+	// they are shown as the digests Redis holds.
+	AdminShowKeys bool
+	// AccessLog writes a JSON line per decision; nil writes none. It is
+	// fixed when the server is built; Reload reopens its file.
+	AccessLog *AccessLogOptions
+	// Tracing exports OpenTelemetry spans of the requests, their decisions
+	// and their store calls over OTLP; nil exports none. It is fixed when
+	// the server is built.
+	Tracing *TracingOptions
 	// Identity verifies the bearer tokens of the rules' and tiers'
 	// jwt:CLAIM key parts, for the gateway and forward-auth alike; nil
 	// for none. Its Observe is set by the gateway, which counts the
@@ -186,7 +199,13 @@ type Server struct {
 	ov    *overrides.Set
 	dov   *overrides.DescriptorSet // the service's; nil without a service section
 	rlsm  *rls.Metrics             // the service's metrics; nil without a service section
-	addrs atomic.Value             // map[string]net.Addr, once Run listens
+	// top and dtop hold the heavy hitters of the gateway's rules and of
+	// the service's descriptors, by name, across generations.
+	top, dtop *topk.Set
+	health    healthRecord
+	access    *accessLog   // nil when off
+	tracing   *tracing     // nil when off
+	addrs     atomic.Value // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex      // serialises Reload
@@ -234,12 +253,28 @@ func New(opts Options) (*Server, error) {
 	g.m = newMetrics(g.reg, g.backend)
 	buildInfo(g.reg)
 	g.reloads = newReloadMetrics(g.reg)
+	g.top, g.dtop = new(topk.Set), new(topk.Set)
 	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
 		return nil, err
 	}
 	if fc, ok := g.store.(sluice.ClosedFailer); ok {
 		g.storeFailsClosed = fc.FailsClosed()
 	}
+	if opts.AccessLog != nil {
+		var err error
+		if g.access, err = newAccessLog(*opts.AccessLog, g.reg, func(key string) string { return hashKey(g.secret, key) }); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	if opts.Tracing != nil {
+		var err error
+		if g.tracing, err = newTracing(*opts.Tracing, g.backend); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	g.goBackground(g.tickTop)
 	if err := g.openOverrides(); err != nil {
 		g.Close()
 		return nil, err
@@ -261,9 +296,13 @@ func New(opts Options) (*Server, error) {
 	}
 	g.gen.Store(gen)
 	g.reloads.applied(opts.ConfigHash, time.Now(), false)
+	g.health.reloaded(opts.ConfigHash, time.Now(), nil, false)
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.gen.Load().handler.ServeHTTP(w, r)
 	})
+	if g.tracing != nil {
+		g.handler = g.tracing.handler(g.handler)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
@@ -300,6 +339,7 @@ func New(opts Options) (*Server, error) {
 		},
 		Overrides:   g.ov,
 		Descriptors: g.dov,
+		Observed:    admin.Observed{Rules: g.top, Descriptors: g.dtop, ShowKey: g.showKey(), Health: g.adminHealth},
 		Logger:      g.log,
 	}))
 	g.admin = mux
@@ -434,12 +474,22 @@ func (g *Server) build(opts Options) (*generation, error) {
 	}
 	obs := newObserver(g.m, g.backend, g.log, opts.LogLinesPerSecond)
 	obs.secret = g.secret
+	obs.access = g.access
 	lo.Observer = obs
+	var tracer engine.Tracer
+	if g.tracing != nil {
+		tracer = g.tracing.hook
+		lo.Tracer = tracer
+	}
 	if lo.Tiers.From != (httplimit.KeyPart{}) {
 		lo.Overrides = g.ov
 	}
 	if gen.lim, err = httplimit.New(lo); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	obs.top = make(map[string]*topk.Sketch)
+	for _, name := range gen.lim.Rules() {
+		obs.top[name] = g.top.Sketch(name)
 	}
 	if gen.upstream != nil {
 		gen.handler = gen.lim.Handler(gen.upstream)
@@ -455,8 +505,8 @@ func (g *Server) build(opts Options) (*generation, error) {
 		if so.Rules == nil {
 			return nil, errors.New("server: the service has no descriptor rules")
 		}
-		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: g.rlsm, OnStoreError: so.OnStoreError, Headers: so.Headers,
-			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
+		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: &serviceObserver{m: g.rlsm, top: g.dtop, access: g.access}, OnStoreError: so.OnStoreError, Headers: so.Headers,
+			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor, Tracer: tracer})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
@@ -517,6 +567,15 @@ func (g *Server) Close() error {
 		g.stopBg()
 		g.bg.Wait()
 		g.stopBg = nil
+	}
+	if g.access != nil {
+		g.access.close()
+	}
+	if g.tracing != nil {
+		if err := g.tracing.shutdown(); err != nil {
+			g.log.Warn("exporting the last spans failed", "error", err)
+		}
+		g.tracing = nil
 	}
 	if g.closer == nil {
 		return nil
