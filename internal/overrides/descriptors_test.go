@@ -216,6 +216,27 @@ func BenchmarkDescriptorOverride(b *testing.B) {
 			s.Override("api", es)
 		}
 	})
+	for i := range 1000 {
+		if _, err := s.Put(context.Background(), overrides.Descriptor{Domain: "api", Entries: entries("client", "key-"+strconv.Itoa(i), "path", "/v1/things"),
+			Limits: []overrides.Limit{{Algorithm: "gcra", Limit: 1, Period: "1m"}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("many", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Override("api", es)
+		}
+	})
+	own := entries("client", "key-500", "path", "/v1/things")
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := s.Override("api", own); !ok {
+				b.Fatal("no override of key-500")
+			}
+		}
+	})
 }
 
 func TestRedisDescriptorSetsSeeEachOthersChanges(t *testing.T) {

@@ -3,6 +3,7 @@ package overrides_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -252,4 +253,41 @@ func TestRefreshWithinTimeoutWhileRedisIsAway(t *testing.T) {
 			}
 		})
 	}
+}
+
+// BenchmarkClientOverride measures the gateway's lookup of a client's
+// override, once for every request that matches a rule: with no
+// overrides, with 1000 for other clients, and for a client with one.
+func BenchmarkClientOverride(b *testing.B) {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	s, err := overrides.NewMemory(overrides.Options{Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("none", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Override("someone")
+		}
+	})
+	for i := range 1000 {
+		if err := s.Put(context.Background(), overrides.Entry{Client: "key-" + strconv.Itoa(i), Tier: "premium"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("others", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Override("someone")
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if s.Override("key-500") == nil {
+				b.Fatal("no override of key-500")
+			}
+		}
+	})
 }
