@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -161,7 +160,7 @@ type DescriptorSet struct {
 
 type descSnapshot struct {
 	version int64
-	m       map[string]*descItem // by lookupKey
+	m       map[string]*descItem // by descriptor.AppendKey
 }
 
 type descItem struct {
@@ -195,23 +194,6 @@ func newDescriptorSet(opts Options, be backend) (*DescriptorSet, error) {
 	return s, nil
 }
 
-// lookupKey appends the map key of a descriptor to buf: every string
-// length-prefixed, so that distinct descriptors get distinct keys.
-func lookupKey(buf []byte, domain string, entries []descriptor.Entry) []byte {
-	buf = strconv.AppendInt(buf, int64(len(domain)), 10)
-	buf = append(buf, ':')
-	buf = append(buf, domain...)
-	for _, e := range entries {
-		buf = strconv.AppendInt(buf, int64(len(e.Key)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, e.Key...)
-		buf = strconv.AppendInt(buf, int64(len(e.Value)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, e.Value...)
-	}
-	return buf
-}
-
 // Override returns the match of the descriptor's own limits, if an
 // override in force names exactly this domain and these entries.
 func (s *DescriptorSet) Override(domain string, entries []descriptor.Entry) (descriptor.Match, bool) {
@@ -220,7 +202,7 @@ func (s *DescriptorSet) Override(domain string, entries []descriptor.Entry) (des
 		return descriptor.Match{}, false
 	}
 	var arr [256]byte
-	it := snap.m[string(lookupKey(arr[:0], domain, entries))]
+	it := snap.m[string(descriptor.AppendKey(arr[:0], domain, entries))]
 	if it == nil || s.ended(it.d) {
 		return descriptor.Match{}, false
 	}
@@ -237,7 +219,7 @@ func (s *DescriptorSet) Get(id string) (Descriptor, bool) {
 	if err != nil {
 		return Descriptor{}, false
 	}
-	it := s.snap.Load().m[string(lookupKey(nil, domain, entries))]
+	it := s.snap.Load().m[string(descriptor.AppendKey(nil, domain, entries))]
 	if it == nil || s.ended(it.d) {
 		return Descriptor{}, false
 	}
@@ -337,7 +319,7 @@ func (s *DescriptorSet) Refresh(ctx context.Context) error {
 	m := make(map[string]*descItem, len(raw))
 	for id, data := range raw {
 		if it := prev[id]; it != nil && string(it.raw) == string(data) {
-			m[string(lookupKey(nil, it.d.Domain, it.d.Entries))] = it
+			m[string(descriptor.AppendKey(nil, it.d.Domain, it.d.Entries))] = it
 			continue
 		}
 		var d Descriptor
@@ -354,7 +336,7 @@ func (s *DescriptorSet) Refresh(ctx context.Context) error {
 			continue
 		}
 		d.ID = id
-		m[string(lookupKey(nil, d.Domain, d.Entries))] = &descItem{d: d, m: dm, raw: data}
+		m[string(descriptor.AppendKey(nil, d.Domain, d.Entries))] = &descItem{d: d, m: dm, raw: data}
 	}
 	s.snap.Store(&descSnapshot{version: v, m: m})
 	return nil
