@@ -65,10 +65,10 @@ type Options struct {
 	// once. Required.
 	State func() State
 	// Overrides holds the per-client overrides. Required.
-	Overrides *overrides.Set
+	Overrides *overrides.Clients
 	// Descriptors holds the descriptor overrides of the rate-limit
 	// service; required when a State has a Service.
-	Descriptors *overrides.DescriptorSet
+	Descriptors *overrides.Descriptors
 	// Observed is what the server saw of its traffic: the rules' heavy
 	// hitters and rates.
 	Observed Observed
@@ -90,19 +90,12 @@ func Handler(opts Options) http.Handler {
 		a.log = slog.Default()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /admin/v1/clients", a.with(a.listClients))
-	mux.HandleFunc("GET /admin/v1/clients/{client}", a.with(a.getClient))
-	mux.HandleFunc("PUT /admin/v1/clients/{client}", a.with(a.putClient))
-	mux.HandleFunc("PATCH /admin/v1/clients/{client}", a.with(a.patchClient))
-	mux.HandleFunc("DELETE /admin/v1/clients/{client}", a.with(a.deleteClient))
+	a.clientRoutes().register(mux)
 	mux.HandleFunc("POST /admin/v1/keys/show", a.with(a.showKey))
 	mux.HandleFunc("POST /admin/v1/keys/reset", a.with(a.resetKey))
 	mux.HandleFunc("POST /admin/v1/descriptors/show", a.with(a.showDescriptor))
 	mux.HandleFunc("POST /admin/v1/descriptors/reset", a.with(a.resetDescriptor))
-	mux.HandleFunc("GET /admin/v1/descriptors/overrides", a.with(a.listDescriptors))
-	mux.HandleFunc("GET /admin/v1/descriptors/overrides/{id...}", a.with(a.getDescriptor))
-	mux.HandleFunc("PUT /admin/v1/descriptors/overrides/{id...}", a.with(a.putDescriptor))
-	mux.HandleFunc("DELETE /admin/v1/descriptors/overrides/{id...}", a.with(a.deleteDescriptor))
+	a.descriptorRoutes().register(mux)
 	mux.HandleFunc("GET /admin/v1/top", a.with(a.getTop))
 	mux.HandleFunc("GET /admin/v1/overview", a.with(a.getOverview))
 	mux.HandleFunc("GET /admin/v1/dashboard", a.getDashboard)

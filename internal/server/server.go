@@ -196,9 +196,9 @@ type Server struct {
 	after func(time.Duration) <-chan time.Time
 
 	redis *redisstore.Store // nil on the memory backend
-	ov    *overrides.Set
-	dov   *overrides.DescriptorSet // the service's; nil without a service section
-	rlsm  *rls.Metrics             // the service's metrics; nil without a service section
+	ov    *overrides.Clients
+	dov   *overrides.Descriptors // the service's; nil without a service section
+	rlsm  *rls.Metrics           // the service's metrics; nil without a service section
 	// top and dtop hold the heavy hitters of the gateway's rules and of
 	// the service's descriptors, by name, across generations.
 	top, dtop *topk.Set
@@ -275,19 +275,24 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	g.goBackground(g.tickTop)
-	if err := g.openOverrides(); err != nil {
+	var err error
+	g.ov, err = openOverrides(g, overrides.NewClients, "the per-client overrides", prometheus.GaugeOpts{
+		Name: "sluice_overrides",
+		Help: "Clients with a per-client override in force (set through the admin API).",
+	})
+	if err == nil && opts.Service != nil {
+		if g.rlsm, err = rls.NewMetrics(g.reg); err != nil {
+			err = fmt.Errorf("server: %w", err)
+		} else {
+			g.dov, err = openOverrides(g, overrides.NewDescriptors, "the descriptor overrides", prometheus.GaugeOpts{
+				Name: "sluice_descriptor_overrides",
+				Help: "Descriptors of the rate-limit service with limits of their own in force (set through the admin API).",
+			})
+		}
+	}
+	if err != nil {
 		g.Close()
 		return nil, err
-	}
-	if opts.Service != nil {
-		var err error
-		if g.rlsm, err = rls.NewMetrics(g.reg); err == nil {
-			err = g.openDescriptorOverrides()
-		}
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("server: %w", err)
-		}
 	}
 	gen, err := g.build(opts)
 	if err != nil {
@@ -346,71 +351,42 @@ func New(opts Options) (*Server, error) {
 	return g, nil
 }
 
-// overridesOptions are the options of an overrides set of the gateway's,
-// holding what: its reads are logged once per outage (and once on
-// recovery), and entries that cannot be used at most once a second.
-func (g *Server) overridesOptions(what string) (overrides.Options, *outageLog) {
-	skipLog := &loglimit.Limit{Per: 1}
+// overridesSet is what the server does with a set of overrides of either
+// kind.
+type overridesSet interface {
+	Refresh(context.Context) error
+	Run(context.Context)
+	Len() int
+}
+
+// openOverrides opens a set of overrides with open (NewClients or
+// NewDescriptors) where the store keeps its counters, reads it, on Redis
+// keeps reading it, and counts its overrides in force in the gauge. The
+// set's reads are logged as reading what, once per outage (and once on
+// recovery), and its entries that cannot be used at most once a second.
+func openOverrides[S overridesSet](g *Server, open func(overrides.Options) (S, error), what string, gauge prometheus.GaugeOpts) (S, error) {
 	reads := &outageLog{log: g.log, what: what}
-	return overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
+	skipLog := &loglimit.Limit{Per: 1}
+	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
 		if skipLog.Allow(time.Now()) {
 			g.log.Warn("a stored override cannot be used; it is skipped", "error", err)
 		}
-	}}, reads
-}
-
-// openOverrides opens the per-client overrides where the store keeps its
-// counters, reads them, and on Redis keeps reading them.
-func (g *Server) openOverrides() error {
-	o, reads := g.overridesOptions("the per-client overrides")
-	var err error
+	}}
 	if g.redis != nil {
-		g.ov, err = overrides.NewRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
-	} else {
-		g.ov, err = overrides.NewMemory(o)
+		o.Redis, o.Prefix = g.redis.Client, g.opts.Redis.Prefix
 	}
+	set, err := open(o)
 	if err != nil {
-		return fmt.Errorf("server: %w", err)
+		return set, fmt.Errorf("server: %w", err)
 	}
-	reads.observe(g.ov.Refresh(context.Background())) // Redis may be down: Run keeps trying
+	reads.observe(set.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
-		g.goBackground(g.ov.Run)
+		g.goBackground(set.Run)
 	}
-	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_overrides",
-		Help: "Clients with a per-client override in force (set through the admin API).",
-	}, func() float64 { return float64(g.ov.Len()) }))
-	return nil
-}
-
-// openDescriptorOverrides opens the rate-limit service's descriptor
-// overrides beside the per-client ones, as openOverrides does.
-func (g *Server) openDescriptorOverrides() error {
-	o, reads := g.overridesOptions("the descriptor overrides")
-	var err error
-	if g.redis != nil {
-		g.dov, err = overrides.NewDescriptorRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
-	} else {
-		g.dov, err = overrides.NewDescriptorMemory(o)
+	if err := g.reg.Register(prometheus.NewGaugeFunc(gauge, func() float64 { return float64(set.Len()) })); err != nil {
+		return set, fmt.Errorf("server: %w", err)
 	}
-	if err != nil {
-		return err
-	}
-	reads.observe(g.dov.Refresh(context.Background())) // Redis may be down: Run keeps trying
-	if g.redis != nil {
-		g.goBackground(g.dov.Run)
-	}
-	return g.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_descriptor_overrides",
-		Help: "Descriptors of the rate-limit service with limits of their own in force (set through the admin API).",
-	}, func() float64 { return float64(g.dov.Len()) }))
-}
-
-func redisPrefix(ro redisstore.Options) string {
-	if ro.Prefix == "" {
-		return "sluice"
-	}
-	return ro.Prefix
+	return set, nil
 }
 
 func withDefaults(opts Options) Options {
