@@ -13,7 +13,6 @@ import (
 	"net/textproto"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -184,7 +183,8 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request) {
 		// A kept-alive connection the upstream closed before answering
 		// is tried again on a new one, as http.Transport does: every
 		// request of this path may be sent again.
-		if attempt > 0 || !dc.reused || ctx.Err() != nil || !stale(err) {
+		var unanswered *unansweredError
+		if attempt > 0 || !dc.reused || ctx.Err() != nil || !errors.As(err, &unanswered) {
 			p.fail(w, r, err)
 			return
 		}
@@ -218,21 +218,25 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request) {
 	p.pool.put(dc)
 }
 
-// stale reports whether err is what writing to, or reading the answer
-// from, a kept-alive connection that the upstream had closed returns.
-func stale(err error) bool {
-	return errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
-}
+// unansweredError is a failure to send a request, or a connection that
+// ended before the first byte of an answer: what a kept-alive connection
+// that the upstream had closed gives.
+type unansweredError struct{ err error }
+
+func (e *unansweredError) Error() string { return e.err.Error() }
+func (e *unansweredError) Unwrap() error { return e.err }
 
 // exchange writes r to dc and reads the response's header, passing 1xx
 // responses on to w. The response's body reads from dc.
 func (p *Proxy) exchange(ctx context.Context, dc *directConn, w http.ResponseWriter, r *http.Request) (*http.Response, error) {
 	p.writeRequest(dc, r)
 	if err := dc.bw.Flush(); err != nil {
-		return nil, err
+		return nil, &unansweredError{err}
 	}
 	_ = dc.c.SetReadDeadline(time.Now().Add(p.headerTimeout))
+	if _, err := dc.br.Peek(1); err != nil && !isTimeout(err) {
+		return nil, &unansweredError{err}
+	}
 	for n1xx := 0; ; n1xx++ {
 		resp, err := http.ReadResponse(dc.br, r)
 		if err != nil {
@@ -279,7 +283,11 @@ func (p *Proxy) copyBody(w http.ResponseWriter, resp *http.Response) error {
 	defer resp.Body.Close()
 	var rc *http.ResponseController
 	if resp.ContentLength < 0 || isEventStream(resp.Header["Content-Type"]) {
+		// A stream's header goes at once, before its first event.
 		rc = http.NewResponseController(w)
+		if err := rc.Flush(); err != nil {
+			return err
+		}
 	}
 	bp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bp)
@@ -396,9 +404,6 @@ func (p *Proxy) writeRequest(dc *directConn, r *http.Request) {
 	}
 	writeValue(bw, host)
 	bw.WriteString("\r\n")
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		bw.WriteString("Content-Length: 0\r\n")
-	}
 	h := hopOf(r, p.ip)
 	conn := connectionTokens(r.Header)
 	for k, vv := range r.Header {
