@@ -30,6 +30,7 @@ import (
 	"runtime/pprof"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/proxy"
@@ -111,7 +112,10 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	srv := &http.Server{Handler: h}
+	// The settings sluice serve gives its gateway listener by default, so
+	// that the proxy's cost beside sluice's is the limiter's.
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	go func() { <-ctx.Done(); srv.Close() }()
 	if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
 		log.Print(err)

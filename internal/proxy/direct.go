@@ -462,15 +462,16 @@ func writeField(bw *bufio.Writer, k, v string) {
 // become spaces, and surrounding blanks are dropped.
 func writeValue(bw *bufio.Writer, v string) {
 	v = textproto.TrimString(v)
-	for {
-		i := strings.IndexAny(v, "\r\n")
-		if i < 0 {
-			bw.WriteString(v)
-			return
+	if strings.IndexByte(v, '\r') < 0 && strings.IndexByte(v, '\n') < 0 {
+		bw.WriteString(v)
+		return
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c == '\r' || c == '\n' {
+			bw.WriteByte(' ')
+		} else {
+			bw.WriteByte(c)
 		}
-		bw.WriteString(v[:i])
-		bw.WriteByte(' ')
-		v = v[i+1:]
 	}
 }
 

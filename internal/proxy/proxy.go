@@ -452,13 +452,20 @@ func peerOf(remote string) (string, netip.Addr, bool) {
 	return host, a, true
 }
 
+// isTokenByte tells the bytes of an HTTP token (RFC 9110, section 5.6.2).
+var isTokenByte = func() (t [256]bool) {
+	for c := '!'; c < 0x7f; c++ {
+		t[c] = !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
+	}
+	return t
+}()
+
 // appendForwardedValue appends v as a Forwarded parameter value: a token
 // as is, anything else as a quoted string (RFC 7239, section 4).
 func appendForwardedValue(b []byte, v string) []byte {
 	token := v != ""
 	for i := 0; i < len(v) && token; i++ {
-		c := v[i]
-		token = c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c))
+		token = isTokenByte[v[i]]
 	}
 	if token {
 		return append(b, v...)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,6 +146,24 @@ type observer struct {
 	secret  []byte // keys are logged as HMAC-SHA256(secret, key)
 	// counters caches the CounterVec children per rule and outcome.
 	counters sync.Map // ruleOutcome -> prometheus.Counter
+	// byOutcome caches sluice_requests_total's children per outcome.
+	byOutcome [outcomes]atomic.Pointer[prometheus.Counter]
+}
+
+// outcomes bounds the httplimit.Outcome values the observer caches.
+const outcomes = 16
+
+// requests returns sluice_requests_total's child for out.
+func (o *observer) requests(out httplimit.Outcome) prometheus.Counter {
+	if int(out) >= outcomes {
+		return o.m.requests.WithLabelValues(out.String())
+	}
+	if c := o.byOutcome[out].Load(); c != nil {
+		return *c
+	}
+	c := o.m.requests.WithLabelValues(out.String())
+	o.byOutcome[out].Store(&c)
+	return c
 }
 
 type ruleOutcome struct {
@@ -162,7 +181,7 @@ var _ httplimit.Observer = (*observer)(nil)
 
 // Observe implements httplimit.Observer.
 func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
-	o.m.requests.WithLabelValues(e.Outcome.String()).Inc()
+	o.requests(e.Outcome).Inc()
 	o.m.latency.Observe(e.Latency.Seconds())
 	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled {
 		o.m.delay.Observe(e.Delay.Seconds())
