@@ -7,6 +7,8 @@
 # the ratios of one run are what it reports.
 #
 # Usage: bench/gateway/compare.sh [ROUNDS] [DURATION]   (from the repository root)
+# With BASE=REV (a commit, such as main), sluice serve built from REV runs
+# beside as sluice-base, for before and after in one run.
 #
 # Targets (CPU per request counts every process of the target, never the
 # upstream or wrk):
@@ -36,6 +38,11 @@ cleanup() { [ -z "$pids" ] || kill $pids 2>/dev/null; wait 2>/dev/null; rm -rf "
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 go build -o "$tmp/sluice" ./cmd/sluice
+if [ -n "${BASE:-}" ]; then
+  mkdir "$tmp/base"
+  git archive "$BASE" | tar -x -C "$tmp/base"
+  (cd "$tmp/base" && go build -o "$tmp/sluice-base" ./cmd/sluice)
+fi
 (cd bench && go build -o "$tmp/gw" ./gateway)
 
 UP=127.0.0.1:18081
@@ -50,6 +57,10 @@ sed -e "s|listen: 127.0.0.1:8080.*|listen: 127.0.0.1:18083|" \
     -e "s|^upstream: .*|upstream: http://$UP|" \
     -e "s|trusted_proxies: \[\].*|trusted_proxies: [127.0.0.1/32]|" examples/quickstart.yaml > "$tmp/sluice.yaml"
 "$tmp/sluice" serve --config "$tmp/sluice.yaml" 2>"$tmp/sluice.log" & pids="$pids $!"; pid_sluice=$!
+if [ -n "${BASE:-}" ]; then
+  sed -e "s|18083|18085|; s|19083|19085|" "$tmp/sluice.yaml" > "$tmp/base.yaml"
+  "$tmp/sluice-base" serve --config "$tmp/base.yaml" 2>"$tmp/base.log" & pids="$pids $!"; pid_base=$!
+fi
 # The same rules behind forward-auth, for nginx's auth_request.
 sed -e "s|listen: 127.0.0.1:8080.*|forward_auth: { listen: 127.0.0.1:18086, trusted_proxies: [127.0.0.1] }|" \
     -e "s|admin: 127.0.0.1:9090.*|admin: 127.0.0.1:19086|" \
@@ -135,8 +146,9 @@ sleep 2
 nginx_pids() { echo "$pid_nginx $(pgrep -P $pid_nginx | tr '\n' ' ')"; }
 
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; $(date -u +%F); commit $(git rev-parse --short HEAD); $("$NGINX" -v 2>&1); $(go version | cut -d' ' -f3)"
-echo "command: bench/gateway/compare.sh $ROUNDS $DUR  (wrk -t1 -c64 -d$DUR --latency -s bench/gateway/clients.lua)"
+echo "command: ${BASE:+BASE=$BASE }bench/gateway/compare.sh $ROUNDS $DUR  (wrk -t1 -c64 -d$DUR --latency -s bench/gateway/clients.lua)"
 targets="upstream:18081 nginx:18090 nginx-limit:18091 proxy:18082 sluice:18083 nginx-allow:18093 nginx-fa:18092"
+[ -z "${BASE:-}" ] || targets="$targets sluice-base:18085"
 for t in $targets; do
   wrk -t1 -c64 -d2s -s bench/gateway/clients.lua "http://127.0.0.1:${t#*:}/" >/dev/null # warm-up
 done
@@ -149,6 +161,7 @@ for r in $(seq "$ROUNDS"); do
       upstream) procs=$pid_upstream ;;
       proxy) procs=$pid_proxy ;;
       sluice) procs=$pid_sluice ;;
+      sluice-base) procs=$pid_base ;;
       nginx|nginx-limit) procs=$(nginx_pids) ;;
       nginx-allow) procs="$(nginx_pids) $pid_allow" ;;
       nginx-fa) procs="$(nginx_pids) $pid_fa" ;;
