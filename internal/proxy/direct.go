@@ -55,6 +55,9 @@ type directPool struct {
 	mu    sync.Mutex
 	idle  []*directConn
 	sweep *time.Timer // closes connections idle past ttl; nil when none is armed
+	// closed: closeIdle was called (a reload replaced the proxy), and the
+	// connections of the requests still in flight close when they end.
+	closed bool
 }
 
 // get returns an idle connection, or a new one when there is none or
@@ -86,7 +89,7 @@ func (p *directPool) get(ctx context.Context, fresh bool) (*directConn, error) {
 func (p *directPool) put(dc *directConn) {
 	dc.idle = time.Now()
 	p.mu.Lock()
-	if len(p.idle) >= p.max {
+	if p.closed || len(p.idle) >= p.max {
 		p.mu.Unlock()
 		dc.c.Close()
 		return
@@ -119,10 +122,12 @@ func (p *directPool) expire() {
 	}
 }
 
-// closeIdle closes every idle connection.
+// closeIdle closes every idle connection, and each connection in use
+// once its request ends.
 func (p *directPool) closeIdle() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for _, dc := range p.idle {
 		dc.c.Close()
 	}

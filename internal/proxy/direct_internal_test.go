@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -181,7 +182,10 @@ func TestDirectPathMatchesGeneralPath(t *testing.T) {
 		{"OPTIONS", "", HostPreserve, "OPTIONS /a HTTP/1.1\r\nHost: h\r\n\r\n", "HTTP/1.1 204 No Content\r\nAllow: GET\r\n\r\n"},
 		{"HTTP/1.0 without Host", "", HostPreserve, "GET /a HTTP/1.0\r\n\r\n", ok},
 		{"early hints", "", HostPreserve, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n" + ok},
-		{"chunked with trailers", "", HostPreserve, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n"},
+		// With a Content-Type: without one, whether the general path
+		// sniffs one depends on whether its timer flushes the header
+		// before the body's first write.
+		{"chunked with trailers", "", HostPreserve, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n5\r\nhello\r\n0\r\nX-Sum: 42\r\n\r\n"},
 		{"upstream error status", "", HostPreserve, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nRetry-After: 7\r\n\r\ndown"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -440,5 +444,44 @@ func TestDirectPathClientGone(t *testing.T) {
 	}
 	if n := len(p.pool.idle); n != 0 {
 		t.Errorf("%d idle connections, want 0", n)
+	}
+}
+
+// Once a reload has replaced the proxy (CloseIdleConnections), its idle
+// connections are closed, and so is a connection whose request was in
+// flight, once that request ends.
+func TestDirectPathCloseIdleConnections(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			<-release
+		}
+	}))
+	defer up.Close()
+	target, _ := url.Parse(up.URL)
+	p := New(target, Options{Logger: slog.New(slog.DiscardHandler)})
+	p.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/fast", nil))
+	if n := len(p.pool.idle); n != 1 {
+		t.Fatalf("%d idle connections after a request, want 1", n)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/slow", nil))
+	}()
+	for { // wait until the slow request has taken the idle connection
+		p.pool.mu.Lock()
+		n := len(p.pool.idle)
+		p.pool.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		runtime.Gosched()
+	}
+	p.CloseIdleConnections()
+	close(release)
+	<-done
+	if n := len(p.pool.idle); n != 0 {
+		t.Errorf("%d idle connections after CloseIdleConnections and the request in flight, want 0", n)
 	}
 }

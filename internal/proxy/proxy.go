@@ -115,7 +115,7 @@ type Options struct {
 
 // CloseIdleConnections closes the proxy's idle connections to the
 // upstream, for when a reload replaces it; connections in use finish their
-// requests.
+// requests and then close.
 func (p *Proxy) CloseIdleConnections() {
 	if t, ok := p.rp.Transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
