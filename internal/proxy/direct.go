@@ -175,9 +175,11 @@ func (p *Proxy) serveDirect(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, err)
 			return
 		}
-		// The client's going away ends the exchange, as it would the
-		// transport's.
+		// The response header timeout is set first: the client's going
+		// away, which ends the exchange as it would the transport's, must
+		// not be overwritten by it.
 		c := dc.c
+		_ = c.SetReadDeadline(time.Now().Add(p.headerTimeout))
 		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 		resp, err = p.exchange(ctx, dc, w, r)
 		if err == nil {
@@ -231,14 +233,14 @@ type unansweredError struct{ err error }
 func (e *unansweredError) Error() string { return e.err.Error() }
 func (e *unansweredError) Unwrap() error { return e.err }
 
-// exchange writes r to dc and reads the response's header, passing 1xx
-// responses on to w. The response's body reads from dc.
+// exchange writes r to dc and reads the response's header, within the
+// read deadline set on dc, passing 1xx responses on to w. The response's
+// body reads from dc.
 func (p *Proxy) exchange(ctx context.Context, dc *directConn, w http.ResponseWriter, r *http.Request) (*http.Response, error) {
 	p.writeRequest(dc, r)
 	if err := dc.bw.Flush(); err != nil {
 		return nil, &unansweredError{err}
 	}
-	_ = dc.c.SetReadDeadline(time.Now().Add(p.headerTimeout))
 	if _, err := dc.br.Peek(1); err != nil && !isTimeout(err) {
 		return nil, &unansweredError{err}
 	}

@@ -421,7 +421,10 @@ func TestDirectPathClientGone(t *testing.T) {
 	}()
 	target, _ := url.Parse("http://" + ln.Addr().String())
 	var kinds []string
-	p := New(target, Options{Logger: slog.New(slog.DiscardHandler), OnFailure: func(k string) { kinds = append(kinds, k) }})
+	// An hour: only the client's departure may end the wait, whenever it
+	// comes (once, the response header timeout could overwrite it).
+	p := New(target, Options{Logger: slog.New(slog.DiscardHandler), ResponseHeaderTimeout: time.Hour,
+		OnFailure: func(k string) { kinds = append(kinds, k) }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	w := httptest.NewRecorder()
