@@ -40,7 +40,8 @@ func (l *Limiter) style() engine.Style {
 // Reject or Delay rule closest to its limit: the fewest units remaining, and
 // of those the longest until reset.
 func (l *Limiter) writeHeaders(h http.Header, c *call) {
-	setFields(h, c.eng.Fields(c.fields[:0], engine.Admitted, l.style(), nil, time.Time{}))
+	c.fields = c.eng.Fields(c.fields[:0], engine.Admitted, l.style(), nil, time.Time{})
+	setFields(h, c.fields)
 }
 
 // setFields sets the fields in h. The values' slices are cut from one
@@ -61,7 +62,8 @@ func setFields(h http.Header, fields []engine.Field) {
 // client out longest, and the problem details name them all.
 func (l *Limiter) reject(w http.ResponseWriter, c *call) {
 	h := w.Header()
-	setFields(h, c.eng.Fields(c.fields[:0], engine.Refused, l.style()|engine.RetryAfter, nil, time.Time{}))
+	c.fields = c.eng.Fields(c.fields[:0], engine.Refused, l.style()|engine.RetryAfter, nil, time.Time{})
+	setFields(h, c.fields)
 	secs, ok := c.eng.RetryAfter()
 	if !ok {
 		secs = 1

@@ -115,10 +115,13 @@ type Options struct {
 
 // CloseIdleConnections closes the proxy's idle connections to the
 // upstream, for when a reload replaces it; connections in use finish their
-// requests.
+// requests and then close.
 func (p *Proxy) CloseIdleConnections() {
 	if t, ok := p.rp.Transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
+	}
+	if p.pool != nil {
+		p.pool.closeIdle()
 	}
 }
 
@@ -173,6 +176,20 @@ func New(target *url.URL, opts Options) *Proxy {
 		onFailure: opts.OnFailure,
 		onDropped: opts.OnLogDropped,
 		bodyTo:    opts.BodyTimeout,
+
+		headerTimeout: opts.ResponseHeaderTimeout,
+	}
+	if target.Scheme == "http" && (target.Path == "" || target.Path == "/") && target.RawPath == "" && target.RawQuery == "" && !target.ForceQuery {
+		addr := target.Host
+		if target.Port() == "" {
+			addr = net.JoinHostPort(target.Hostname(), "80")
+		}
+		p.pool = &directPool{
+			addr:   addr,
+			dialer: net.Dialer{Timeout: opts.DialTimeout, KeepAlive: 30 * time.Second},
+			max:    256,
+			ttl:    opts.IdleConnTimeout,
+		}
 	}
 	transport := &http.Transport{
 		Proxy: nil, // never route upstream traffic through an environment proxy
@@ -222,9 +239,18 @@ type Proxy struct {
 	onFailure func(kind string)
 	onDropped func()
 	bodyTo    time.Duration
+
+	// pool is the direct path's (direct.go), nil when the upstream is
+	// not plain HTTP at its root.
+	pool          *directPool
+	headerTimeout time.Duration
 }
 
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.pool != nil && direct(r) {
+		p.serveDirect(w, r)
+		return
+	}
 	if r.Body != nil && r.Body != http.NoBody {
 		cb := &clientBody{ReadCloser: r.Body}
 		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, cb))
@@ -273,77 +299,130 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	setForwarded(pr, p.ip)
 }
 
-// setForwarded sets the outbound request's forwarding headers (see
-// NewProxy). ReverseProxy has removed the inbound ones from pr.Out. For a
-// peer that is not a trusted proxy it allocates twice: the values' array
-// and the Forwarded element.
+// setForwarded sets the outbound request's forwarding headers (see New).
+// ReverseProxy has removed the inbound ones from pr.Out. It allocates
+// twice: the values' array and one string that holds X-Forwarded-For and
+// Forwarded.
 func setForwarded(pr *httputil.ProxyRequest, ip *clientip.Resolver) {
 	in, out := pr.In, pr.Out.Header
-	scheme, proto := "http", protoHTTP
-	if in.TLS != nil {
-		scheme, proto = "https", protoHTTPS
-	}
-	peer, addr, hasPeer := peerOf(in.RemoteAddr)
-	trusted := hasPeer && ip != nil && ip.Trusted(addr)
+	h := hopOf(in, ip)
+	b := make([]byte, 0, h.size(in))
+	b = h.appendXFF(b, in)
+	nx := len(b)
+	b = h.appendForwarded(b, in)
+	text := string(b)
 
 	vals := make([]string, 3) // X-Forwarded-For, X-Forwarded-Host, Forwarded
-	if xff := in.Header["X-Forwarded-For"]; trusted && len(xff) > 0 {
-		vals[0] = strings.Join(xff, ", ") + ", " + peer
-	} else {
-		vals[0] = peer
-	}
-	if hasPeer {
+	vals[0], vals[1], vals[2] = text[:nx], in.Host, text[nx:]
+	if h.hasPeer {
 		out["X-Forwarded-For"] = vals[0:1:1]
 	}
-	vals[1] = in.Host
 	out["X-Forwarded-Host"] = vals[1:2:2]
-	out["X-Forwarded-Proto"] = proto
-	if !trusted {
+	if v := h.xfh(in); v != nil {
+		out["X-Forwarded-Host"] = v
+	}
+	out["X-Forwarded-Proto"] = h.xfp(in)
+	if !h.trusted {
 		delete(out, "X-Real-Ip") // a client's claim; only proxies' are passed on
 	}
-	if trusted {
-		if v := in.Header["X-Forwarded-Proto"]; len(v) > 0 {
-			out["X-Forwarded-Proto"] = v
-		}
-		if v := in.Header["X-Forwarded-Host"]; len(v) > 0 {
-			out["X-Forwarded-Host"] = v
-		}
-	}
+	out["Forwarded"] = vals[2:3:3]
+}
 
-	var prior []string
-	if trusted {
-		prior = in.Header["Forwarded"]
-	}
-	n := len(peer) + len(in.Host) + 32
-	for _, v := range prior {
-		n += len(v) + 2
-	}
-	var b strings.Builder
-	b.Grow(n)
-	for _, v := range prior {
-		b.WriteString(v)
-		b.WriteString(", ")
-	}
-	if hasPeer {
-		b.WriteString("for=")
-		if addr.Is6() {
-			b.WriteString(`"[`)
-			b.WriteString(peer)
-			b.WriteString(`]"`)
-		} else {
-			b.WriteString(peer)
+// hop is what the forwarding headers say of the connection a request came
+// on: its peer, whether the peer is a trusted proxy, and its scheme.
+type hop struct {
+	peer    string // the peer's address as text, when hasPeer
+	addr    netip.Addr
+	hasPeer bool
+	trusted bool
+	tls     bool
+}
+
+func hopOf(in *http.Request, ip *clientip.Resolver) hop {
+	var h hop
+	h.peer, h.addr, h.hasPeer = peerOf(in.RemoteAddr)
+	h.trusted = h.hasPeer && ip != nil && ip.Trusted(h.addr)
+	h.tls = in.TLS != nil
+	return h
+}
+
+// size bounds the bytes appendXFF and appendForwarded append.
+func (h hop) size(in *http.Request) int {
+	n := 2*len(h.peer) + 3*len(in.Host) + 48
+	if h.trusted {
+		for _, v := range in.Header["X-Forwarded-For"] {
+			n += len(v) + 2
 		}
-		b.WriteByte(';')
+		for _, v := range in.Header["Forwarded"] {
+			n += len(v) + 2
+		}
+	}
+	return n
+}
+
+// appendXFF appends the X-Forwarded-For value: the trusted peer's
+// X-Forwarded-For extended by the peer, or the peer alone.
+func (h hop) appendXFF(b []byte, in *http.Request) []byte {
+	if xff := in.Header["X-Forwarded-For"]; h.trusted && len(xff) > 0 {
+		for _, v := range xff {
+			b = append(b, v...)
+			b = append(b, ", "...)
+		}
+	}
+	return append(b, h.peer...)
+}
+
+// xfh returns the X-Forwarded-Host values a trusted peer sent, or nil
+// for the request's Host.
+func (h hop) xfh(in *http.Request) []string {
+	if v := in.Header["X-Forwarded-Host"]; h.trusted && len(v) > 0 {
+		return v
+	}
+	return nil
+}
+
+// xfp returns the X-Forwarded-Proto values: a trusted peer's, or this
+// connection's scheme.
+func (h hop) xfp(in *http.Request) []string {
+	if v := in.Header["X-Forwarded-Proto"]; h.trusted && len(v) > 0 {
+		return v
+	}
+	if h.tls {
+		return protoHTTPS
+	}
+	return protoHTTP
+}
+
+// appendForwarded appends the Forwarded value: a trusted peer's elements
+// followed by this hop's (for=peer;host=Host;proto=scheme).
+func (h hop) appendForwarded(b []byte, in *http.Request) []byte {
+	if h.trusted {
+		for _, v := range in.Header["Forwarded"] {
+			b = append(b, v...)
+			b = append(b, ", "...)
+		}
+	}
+	if h.hasPeer {
+		b = append(b, "for="...)
+		if h.addr.Is6() {
+			b = append(b, `"[`...)
+			b = append(b, h.peer...)
+			b = append(b, `]"`...)
+		} else {
+			b = append(b, h.peer...)
+		}
+		b = append(b, ';')
 	}
 	if in.Host != "" {
-		b.WriteString("host=")
-		writeForwardedValue(&b, in.Host)
-		b.WriteByte(';')
+		b = append(b, "host="...)
+		b = appendForwardedValue(b, in.Host)
+		b = append(b, ';')
 	}
-	b.WriteString("proto=")
-	b.WriteString(scheme)
-	vals[2] = b.String()
-	out["Forwarded"] = vals[2:3:3]
+	b = append(b, "proto="...)
+	if h.tls {
+		return append(b, "https"...)
+	}
+	return append(b, "http"...)
 }
 
 // The X-Forwarded-Proto values for this connection's scheme, shared by
@@ -373,26 +452,32 @@ func peerOf(remote string) (string, netip.Addr, bool) {
 	return host, a, true
 }
 
-// writeForwardedValue writes v as a Forwarded parameter value: a token as
-// is, anything else as a quoted string (RFC 7239, section 4).
-func writeForwardedValue(b *strings.Builder, v string) {
+// isTokenByte tells the bytes of an HTTP token (RFC 9110, section 5.6.2).
+var isTokenByte = func() (t [256]bool) {
+	for c := '!'; c < 0x7f; c++ {
+		t[c] = !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", c)
+	}
+	return t
+}()
+
+// appendForwardedValue appends v as a Forwarded parameter value: a token
+// as is, anything else as a quoted string (RFC 7239, section 4).
+func appendForwardedValue(b []byte, v string) []byte {
 	token := v != ""
 	for i := 0; i < len(v) && token; i++ {
-		c := v[i]
-		token = c > ' ' && c < 0x7f && !strings.ContainsRune("\"(),/:;<=>?@[\\]{}", rune(c))
+		token = isTokenByte[v[i]]
 	}
 	if token {
-		b.WriteString(v)
-		return
+		return append(b, v...)
 	}
-	b.WriteByte('"')
+	b = append(b, '"')
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c == '"' || c == '\\' {
-			b.WriteByte('\\')
+			b = append(b, '\\')
 		}
-		b.WriteByte(v[i])
+		b = append(b, v[i])
 	}
-	b.WriteByte('"')
+	return append(b, '"')
 }
 
 // The kinds of proxy failure, as sluice_upstream_errors_total labels them.

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -177,6 +178,24 @@ type observer struct {
 	top map[string]*topk.Sketch
 	// access is the access log; nil when off.
 	access *accessLog
+	// byOutcome caches sluice_requests_total's children per outcome.
+	byOutcome [outcomes]atomic.Pointer[prometheus.Counter]
+}
+
+// outcomes bounds the httplimit.Outcome values the observer caches.
+const outcomes = 16
+
+// requests returns sluice_requests_total's child for out.
+func (o *observer) requests(out httplimit.Outcome) prometheus.Counter {
+	if int(out) >= outcomes {
+		return o.m.requests.WithLabelValues(out.String())
+	}
+	if c := o.byOutcome[out].Load(); c != nil {
+		return *c
+	}
+	c := o.m.requests.WithLabelValues(out.String())
+	o.byOutcome[out].Store(&c)
+	return c
 }
 
 type ruleOutcome struct {
@@ -194,7 +213,7 @@ var _ httplimit.Observer = (*observer)(nil)
 
 // Observe implements httplimit.Observer.
 func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
-	o.m.requests.WithLabelValues(e.Outcome.String()).Inc()
+	o.requests(e.Outcome).Inc()
 	o.m.latency.Observe(e.Latency.Seconds())
 	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled {
 		o.m.delay.Observe(e.Delay.Seconds())
