@@ -74,7 +74,10 @@ import (
 // whose return was sent in a call that failed is never spent again: it
 // may have been returned. Async views keep deciding until their next sync
 // fails; then the key's decisions take the OnError path until a sync
-// succeeds.
+// succeeds. With OnError Local, the fallback starts from Redis's count at
+// the key's last call (each grant and sync sets the key's state in the
+// fallback to it), plus the units an async view admitted since; what it
+// admits is charged to Redis when Redis returns (see fallback.go).
 //
 // Quota leases apply to policies of one limit in plain arithmetic
 // (nearly all real rules); other policies are decided exactly, whatever
@@ -221,6 +224,9 @@ type quotaEntry struct {
 	nextSync   int64
 	syncing    bool
 	syncFailed bool
+	// The fallback has been given the units pending since the last sync,
+	// which failed.
+	pendingFellBack bool
 }
 
 func (q *quotas) init(opts Options) {
@@ -490,12 +496,17 @@ func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, k
 	if life > 0 {
 		id = q.idPrefix + strconv.FormatInt(q.nextID.Add(1), 36)
 	}
-	rep, err := s.quotaCall(ctx, c, p, key, "grant", want, n, life, id, retID, ret, "")
+	err := s.settled(ctx, p, key)
+	var rep quotaReply
+	if err == nil {
+		rep, err = s.quotaCall(ctx, c, p, key, "grant", want, n, life, id, retID, ret, "")
+	}
 	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
+		return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 	}
 	const us = int64(time.Microsecond)
 	e.remaining, e.reset, e.at = rep.remaining, rep.reset*us, now
+	s.mirrorState(ctx, p, key, rep.remaining)
 	if rep.granted == 0 {
 		d := sluice.MakeDecision(p, 0, algo.Status{Remaining: rep.remaining, RetryAfter: rep.retry * us, ResetAfter: rep.reset * us}, rep.now*us)
 		if s.deny != nil {
@@ -611,7 +622,13 @@ func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, ke
 	}
 	if !e.viewed || e.syncFailed || now >= e.nextSync {
 		if err := s.sync(ctx, e, key, now); err != nil {
-			return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
+			if !e.pendingFellBack && e.pending > 0 && s.onError == Local {
+				// The fallback holds Redis's count as of the last sync
+				// (mirrorState); the units admitted since are the rest.
+				e.pendingFellBack = true
+				s.fallback.Take(ctx, p, key, e.pending)
+			}
+			return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 		}
 	} else {
 		q.local.Add(1)
@@ -663,14 +680,19 @@ func (s *Store) sync(ctx context.Context, e *quotaEntry, key string, now int64) 
 	if window == "" && r.Algorithm() == algo.FixedWindow {
 		sent = 0
 	}
-	rep, err := s.quotaCall(ctx, e.c, e.p, key, "sync", sent, 0, 0, "", "", 0, window)
+	err := s.settled(ctx, e.p, key)
+	var rep quotaReply
+	if err == nil {
+		rep, err = s.quotaCall(ctx, e.c, e.p, key, "sync", sent, 0, 0, "", "", 0, window)
+	}
 	if err != nil {
 		e.syncFailed = true
 		return err
 	}
-	e.viewed, e.syncFailed = true, false
+	e.viewed, e.syncFailed, e.pendingFellBack = true, false, false
 	e.pending -= sent
 	e.remaining, e.reset, e.at = rep.remaining, rep.reset*us, now
+	s.mirrorState(ctx, e.p, key, rep.remaining)
 	e.nextSync = now + int64(e.p.Sync().Interval)
 	if r.Algorithm() == algo.FixedWindow {
 		period := int64(r.Period()) / us
@@ -798,10 +820,15 @@ func (s *Store) peekLocal(p *sluice.Policy, c *compiled, key string) (sluice.Dec
 // limits): decided in Redis, minding the lease records, as a take is.
 func (s *Store) reserveQuota(ctx context.Context, c *compiled, p *sluice.Policy, key string, n int64, maxWait time.Duration) (sluice.Decision, error) {
 	const us = int64(time.Microsecond)
-	rep, err := s.quotaCall(ctx, c, p, key, "reserve", n, int64(maxWait)/us, 0, "", "", 0, "")
-	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
+	err := s.settled(ctx, p, key)
+	var rep quotaReply
+	if err == nil {
+		rep, err = s.quotaCall(ctx, c, p, key, "reserve", n, int64(maxWait)/us, 0, "", "", 0, "")
 	}
+	if err != nil {
+		return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
+	}
+	s.mirrorState(ctx, p, key, rep.remaining)
 	wait := time.Duration(rep.retry * us)
 	d := sluice.MakeDecision(p, 0, algo.Status{Allowed: rep.granted > 0, Remaining: rep.remaining, ResetAfter: rep.reset * us}, rep.now*us)
 	if rep.granted == 0 {
