@@ -451,6 +451,7 @@ func New(opts Options) (*Store, error) {
 		onState:   opts.OnStateChange,
 	}
 	s.quota.init(opts)
+	s.quota.now = s.quotaNow
 	s.settleSoon = s.startSettling
 	if s.prefix == "" {
 		s.prefix = "sluice"

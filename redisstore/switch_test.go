@@ -3,6 +3,9 @@ package redisstore_test
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -342,4 +345,105 @@ func TestFallbackSwitchPolicyOfLimits(t *testing.T) {
 	if total > quota.Count || total < quota.Count-2 {
 		t.Errorf("admitted %d in the month, want the quota %d (or a unit or two fewer)", total, quota.Count)
 	}
+}
+
+// parked reports whether a goroutine is waiting for a mutex in a function
+// whose name contains fn: how a test knows that a decision it started is
+// queued for its key's lock.
+func parked(fn string) bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[sync.Mutex.Lock") && strings.Contains(g, fn) {
+			return true
+		}
+	}
+	return false
+}
+
+// In async mode, a decision that waits for its key while another's sync
+// fails, as Redis returns, decides at the time it gets the key, not at the
+// time it arrived, and the view it syncs holds the window Redis said, to
+// its end: every window admits at most the limit (README's bound, with one
+// server). The test holds the key through the failing sync's OnFailure
+// while the clock moves 80ms on and Redis restarts. Before, the waiting
+// decision synced with the time it had arrived at, so the view's window
+// ended 80ms early: the next decisions started the next window on their
+// own, 80ms before Redis did, and their units were dropped when the next
+// sync found Redis still in the old window, which admitted 20 over the
+// limit (the probe saw 5 to 24 over, in the seconds after Redis returned).
+func TestAsyncWindowAfterWaitingOnFailure(t *testing.T) {
+	srv := redistest.Start(t)
+	clk := clock.NewFake(epoch)
+	var hold atomic.Pointer[func()]           // run by the next OnFailure
+	var waiting atomic.Pointer[chan struct{}] // closed once the queued take has decided
+	fb := memstore.New(memstore.Options{Clock: clk})
+	t.Cleanup(func() { fb.Close() })
+	store := open(t, redisstore.Options{URL: srv.URL(), Clock: clk, Fallback: fb, Timeout: slow, BreakerThreshold: 1000,
+		OnFailure: func(error) {
+			if f := hold.Swap(nil); f != nil {
+				(*f)()
+			}
+		}})
+	l := sluice.Limit{Algorithm: sluice.FixedWindow, Count: 100, Period: time.Second}
+	p, err := policy(t, "stale", l).WithSync(sluice.Sync{Mode: sluice.SyncAsync, Interval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const per = 10 // takes per 10ms step: 1000/s offered, ten times the limit
+	wins := map[int64]int64{}
+	take := func() {
+		t.Helper()
+		w := clk.Now().Sub(epoch) / time.Second
+		d, err := store.Take(ctx, p, "k", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Allowed {
+			wins[int64(w)]++
+		}
+	}
+	for clk.Now().Before(epoch.Add(6 * time.Second)) {
+		switch clk.Now().Sub(epoch) {
+		case 2900 * time.Millisecond:
+			srv.Stop()
+		case 3860 * time.Millisecond:
+			// The next take's sync fails; while it holds the key, a
+			// second take queues for it, the clock moves on 80ms and
+			// Redis comes back, empty.
+			f := func() {
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					d, err := store.Take(ctx, p, "k", 1)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if d.Allowed {
+						t.Errorf("the take that waited: admitted at %v, in a window the fallback had filled", clk.Now().Sub(epoch))
+					}
+				}()
+				eventually(t, 5*time.Second, func() bool { return parked("(*quotas).entry") }, func() string { return "the second take is not waiting for the key" })
+				clk.Advance(80 * time.Millisecond)
+				srv.Restart(t)
+				waiting.Store(&done)
+			}
+			hold.Store(&f)
+		}
+		for range per {
+			take()
+			if done := waiting.Swap(nil); done != nil {
+				<-*done // the waiting take decides before any other
+			}
+		}
+		clk.Advance(10 * time.Millisecond)
+	}
+	for w := int64(0); w < 6; w++ {
+		if wins[w] > l.Count {
+			t.Errorf("window %d admitted %d, limit %d", w, wins[w], l.Count)
+		}
+	}
+	t.Logf("admitted per second: %v", wins)
 }
