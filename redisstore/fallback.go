@@ -217,15 +217,17 @@ func (e *tabEntry) charges(now int64) ([]string, bool) {
 			if r.Used(l.st, now) > 0 {
 				b = appendInts(b, l.st.T/1000, l.st.A, l.st.B)
 			}
-			// The floor as the state of a fallback that had admitted
-			// it in its window (in a sliding window's current count).
-			start, _ := r.Window(l.floorAt)
-			fl := algo.State{T: start, A: l.floor}
-			if r.Algorithm() == algo.SlidingWindow {
-				fl = algo.State{T: start, B: l.floor}
-			}
-			if l.floor > 0 && r.Used(fl, now) > 0 {
-				f = appendInts(f, fl.T/1000, fl.A, fl.B)
+			if l.floor > 0 {
+				// The floor as the state of a fallback that had admitted
+				// it in its window (in a sliding window's current count).
+				start, _ := r.Window(l.floorAt)
+				fl := algo.State{T: start, A: l.floor}
+				if r.Algorithm() == algo.SlidingWindow {
+					fl = algo.State{T: start, B: l.floor}
+				}
+				if r.Used(fl, now) > 0 {
+					f = appendInts(f, fl.T/1000, fl.A, fl.B)
+				}
 			}
 		}
 		if len(b)+len(f) > 0 {

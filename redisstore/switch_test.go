@@ -37,14 +37,17 @@ type outage struct {
 }
 
 // outages: killed halfway through a window that Redis has filled and
-// restarted, empty, halfway through another that the fallback has filled;
+// restarted, empty, early in another, after a window that the fallback
+// filled (which has ended, so charging it would refuse that much more);
 // killed 40 units into a window and restarted, empty, within it (Redis has
 // forgotten those 40 and a bucket's debt); paused and resumed within one
 // window, 40 units into it, keeping what it had counted.
 var outages = []outage{
-	{"restarted", 255, 445, stop, restart, slow},
+	{"restarted", 255, 405, stop, restart, slow},
 	{"restarted within a window", 210, 240, stop, restart, slow},
-	{"paused", 210, 240, func(t *testing.T, s *redistest.Server) { s.Pause(t) }, func(t *testing.T, s *redistest.Server) { s.Resume(t) }, 100 * time.Millisecond},
+	// A second: the first decision of the pause waits that long (then the
+	// breaker opens), and no decision on a healthy but loaded machine does.
+	{"paused", 210, 240, func(t *testing.T, s *redistest.Server) { s.Pause(t) }, func(t *testing.T, s *redistest.Server) { s.Resume(t) }, time.Second},
 }
 
 func stop(t *testing.T, s *redistest.Server)    { s.Stop() }
@@ -270,6 +273,7 @@ func TestFallbackSwitchOneServer(t *testing.T) {
 // outage.
 func TestFallbackSwitchTwoServers(t *testing.T) {
 	o := outages[0]
+	o.to = 445 // halfway through a window that both fallbacks have filled
 	for _, tc := range switchCases() {
 		if tc.alg == sluice.SlidingWindow || tc.alg == sluice.SlidingLog {
 			continue
