@@ -133,10 +133,10 @@ func (t *tab) record(p *sluice.Policy, c *compiled, key string, n, at int64, d s
 // fallback, of n units at time at, was decided d, which tells what the
 // fallback held before for the limit that bound it (a policy's only limit,
 // nearly always). A bucket's warm state is that, rounded up; a bucket
-// limit that did not bind is taken to have been empty. Starting from more
-// debt than the fallback's bucket held can only charge more: the debt the
-// admissions leave beyond the start's, once both have refilled down to
-// nothing, never shrinks as the start grows.
+// limit that did not bind is taken to have had no tokens left. Starting
+// from more debt than the fallback's bucket held can only charge more: the
+// debt the admissions leave beyond the start's, once both have refilled
+// down to nothing, never shrinks as the start grows.
 func newTabEntry(p *sluice.Policy, c *compiled, n, at int64, d sluice.Decision) *tabEntry {
 	e := &tabEntry{p: p, c: c, limits: make([]tabLimit, p.Len())}
 	for i := range e.limits {
