@@ -25,10 +25,11 @@ type LeaseTaker interface {
 	AcquireTake(ctx context.Context, p *Policy, n int64, name, key, id string, limit int64, lease time.Duration) (Decision, LeaseStatus, error)
 }
 
-// ErrNotAtomic is returned by a LeaseTaker that cannot decide a policy and
-// a concurrency limit in one step; Concurrency.AcquireTake then takes them
-// one after the other.
-var ErrNotAtomic = errors.New("sluice: policy and concurrency limit cannot be decided in one step")
+// ErrNotAtomic is returned by a store that cannot decide in one step what
+// it was asked to: a LeaseTaker for a policy and a concurrency limit (then
+// Concurrency.AcquireTake takes them one after the other), a BatchTaker for
+// a batch (then TakeAll decides it request by request).
+var ErrNotAtomic = errors.New("sluice: cannot be decided in one step")
 
 // Admission is the answer of Concurrency.AcquireTake.
 type Admission struct {

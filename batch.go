@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -14,9 +15,25 @@ type Request struct {
 	N      int64
 }
 
-// batchTaker is implemented by stores that decide a batch themselves. Such a
-// store validates the batch with CheckBatch, so TakeAll leaves it that work.
-type batchTaker interface {
+// BatchTaker is a store that decides a batch of requests in one step, for
+// TakeAll. memstore.Store and redisstore.Store implement it. TakeAll has
+// validated the batch (no request without a policy, every cost one its
+// policy can admit, no two requests sharing a limit's state) and calls it
+// for batches of two requests or more.
+type BatchTaker interface {
+	// TakeAll decides every request of reqs, atomically: if every limit of
+	// every request admits it, it charges them all, sets out[i] to
+	// request i's Decision after the charge and returns true; otherwise it
+	// charges nothing and returns false, and out[i] tells what request i
+	// alone would get now: Allowed if it would be admitted, with Remaining
+	// counting the units left before any charge, and, if denied, the
+	// RetryAfter a Take would report. A penalized request's denial counts
+	// as a strike, as for Take. The store may deny the batch on a denial
+	// it already knows of (a cache of recent denials) without deciding the
+	// other requests: their out[i] are then zero Decisions (Time is zero).
+	// A store that cannot decide this batch in one step returns an error
+	// wrapping ErrNotAtomic, having done nothing; TakeAll then decides it
+	// request by request.
 	TakeAll(ctx context.Context, reqs []Request, out []Decision) (bool, error)
 }
 
@@ -25,29 +42,34 @@ type batchTaker interface {
 // request admits it, every request is charged, out[i] holds request i's
 // Decision and TakeAll returns true. Otherwise it returns false and charges
 // nothing; out[i] then tells whether request i alone would have been
-// admitted, and the denied ones carry RetryAfter as from Store.Take.
+// admitted (with Remaining counting the units it has now), and the denied
+// ones carry RetryAfter as from Store.Take. The result means the same on
+// every store.
 //
 // A store may deny the batch on a denial it already knows of (a cache of
 // recent denials) without deciding the other requests: their out[i] are
 // then zero Decisions (Time is zero).
 //
-// A store that implements TakeAll(ctx, reqs, out) decides a batch of more
-// than one request itself, validating it with CheckBatch: atomically, unless
-// its documentation says otherwise (as the Redis store's does for a Redis
-// Cluster). For any other store TakeAll checks
-// every request first (Peek) and charges none if any
-// would be denied, then charges them in order; only a concurrent request
-// slipping between the check and the charge can then deny a later request
-// after earlier ones were charged, and those charges stay. When the check
-// finds a request denied, TakeAll still takes the denied requests whose
-// policies have a Penalty, so that their denials count as strikes (a
-// request admitted meanwhile is then charged). len(out) must be
-// at least len(reqs), or TakeAll returns ErrInvalidBatch.
+// A store that implements BatchTaker decides a batch of more than one
+// request in one step: atomically, unless its documentation says otherwise
+// (as the Redis store's does for a Redis Cluster). For any other store, or
+// when the store answers ErrNotAtomic, TakeAll checks every request first
+// (Peek) and charges none if any would be denied, then charges them in
+// order; only a concurrent request slipping between the check and the
+// charge can then deny a later request after earlier ones were charged,
+// and those charges stay. When the check finds a request denied, TakeAll
+// still takes the denied requests whose policies have a Penalty, so that
+// their denials count as strikes (a request admitted meanwhile is then
+// charged).
+//
+// It returns an error wrapping ErrInvalidBatch when out has room for fewer
+// decisions than reqs has requests, a request has no policy, or two
+// requests are for the same key under policies that share the state of a
+// limit (the same name, so equal identities, whatever their definitions),
+// so that one batch would count the key twice; and ErrCostExceedsCapacity
+// for a cost a request's policy could never admit.
 func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
-	if b, ok := store.(batchTaker); ok && len(reqs) > 1 {
-		return b.TakeAll(ctx, reqs, out) // it checks the batch itself
-	}
-	if err := CheckBatch(reqs, out); err != nil {
+	if err := checkBatch(reqs, out); err != nil {
 		return false, err
 	}
 	switch len(reqs) {
@@ -58,18 +80,18 @@ func TakeAll(ctx context.Context, store Store, reqs []Request, out []Decision) (
 		out[0] = d
 		return err == nil && d.Allowed, err
 	}
-	return TakeEach(ctx, store, reqs, out)
+	if b, ok := store.(BatchTaker); ok {
+		ok, err := b.TakeAll(ctx, reqs, out)
+		if !errors.Is(err, ErrNotAtomic) {
+			return ok, err
+		}
+	}
+	return takeEach(ctx, store, reqs, out)
 }
 
-// TakeEach decides a batch request by request, as TakeAll does for a store
-// without a batch decision of its own: it checks every request (Peek) and
-// charges none if any would be denied, except that the denied requests
-// whose policies have a Penalty are taken so that their denials count as
-// strikes; otherwise it charges them in order, and stops at a request that
-// a concurrent one slipping between the check and the charge has made
-// denied. It does not validate the batch: the caller has, with CheckBatch.
-// Stores use it for batches they cannot decide atomically.
-func TakeEach(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
+// takeEach decides a batch request by request, as TakeAll describes for a
+// store without a batch decision of its own.
+func takeEach(ctx context.Context, store Store, reqs []Request, out []Decision) (bool, error) {
 	ok := true
 	for i, r := range reqs {
 		d, err := store.Peek(ctx, r.Policy, r.Key)
@@ -110,14 +132,8 @@ func TakeEach(ctx context.Context, store Store, reqs []Request, out []Decision) 
 	return true, nil
 }
 
-// CheckBatch returns an error if TakeAll cannot decide reqs into out: out
-// has room for fewer decisions than reqs has requests (ErrInvalidBatch), a
-// request has no policy (ErrInvalidBatch) or a cost its policy can never
-// admit, or two requests are for the same key under policies that share the
-// state of a limit (the same name, so equal identities, whatever their
-// definitions; ErrInvalidBatch), so that one batch would count the key
-// twice. Stores that implement TakeAll call it.
-func CheckBatch(reqs []Request, out []Decision) error {
+// checkBatch returns an error if TakeAll cannot decide reqs into out.
+func checkBatch(reqs []Request, out []Decision) error {
 	if len(out) < len(reqs) {
 		return fmt.Errorf("%w: %d requests but room for %d decisions", ErrInvalidBatch, len(reqs), len(out))
 	}
@@ -132,8 +148,8 @@ func CheckBatch(reqs []Request, out []Decision) error {
 			if q.Key != r.Key || q.Policy.name != r.Policy.name {
 				continue
 			}
-			for _, a := range q.Policy.slots {
-				if slices.Contains(r.Policy.slots, a) {
+			for _, a := range q.Policy.c.Slots {
+				if slices.Contains(r.Policy.c.Slots, a) {
 					return fmt.Errorf("%w: requests for key %q under policy %q share a limit", ErrInvalidBatch, r.Key, r.Policy.name)
 				}
 			}

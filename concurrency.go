@@ -237,39 +237,35 @@ func (l *Lease) Expires() time.Time {
 // Name returns the name of the Concurrency the lease belongs to.
 func (l *Lease) Name() string { return l.c.name }
 
-// Release gives the slot back. It is idempotent: releasing a lease twice,
-// or one that has expired, does nothing and returns nil, even if another
-// holder has the slot by now. On a nil Lease it does nothing. If the store
-// fails, Release returns the error and may be called again; the lease
-// expires by itself in any case.
+// Release gives the slot back. It returns an error wrapping ErrLeaseLost
+// when the lease was no longer held (it had expired, or been reset), so
+// that the work ran part of the time without a slot: another holder may
+// have had it. Releasing a lease again, or a nil Lease, does nothing and
+// returns nil. If the store fails, Release returns the error and may be
+// called again; the lease expires by itself in any case.
 func (l *Lease) Release(ctx context.Context) error {
-	_, err := l.ReleaseHeld(ctx)
-	return err
-}
-
-// ReleaseHeld is Release that also reports whether the lease was still
-// held when released: false if it had expired, or been reset or released
-// before, so that the work ran part of the time without a slot (another
-// holder may have had it). On a nil Lease it reports false.
-func (l *Lease) ReleaseHeld(ctx context.Context) (bool, error) {
 	if l == nil {
-		return false, nil
+		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released {
-		return false, nil
+		return nil
 	}
 	st, err := l.store.Release(ctx, l.c.name, l.key, l.id)
 	if err != nil {
-		return false, err
+		return err
 	}
 	l.released = true
-	return st.Granted, nil
+	if !st.Granted {
+		return fmt.Errorf("%w: %s", ErrLeaseLost, l.id)
+	}
+	return nil
 }
 
-// ErrLeaseLost reports a Renew of a lease that has expired or been
-// released: its slot may have gone to another holder.
+// ErrLeaseLost reports a Renew or Release of a lease that had expired or
+// been reset (or, for Renew, released): its slot may have gone to another
+// holder.
 var ErrLeaseLost = errors.New("sluice: lease expired or released")
 
 // Renew pushes the lease's expiry to the lease timeout from now, for work

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/compiled"
 )
 
 // MaxPenaltyBlocks is the most block durations one Penalty may list.
@@ -75,52 +77,6 @@ func (pen Penalty) Validate() error {
 // zero.
 func (pen Penalty) Strikes() int64 { return max(int64(pen.After), 1) }
 
-// Block returns the block duration of offence number n, counting from 1.
-func (pen Penalty) Block(n int64) time.Duration {
-	return pen.Blocks[min(max(n, 1), int64(len(pen.Blocks)))-1]
-}
-
-// PenaltyState is a key's penalty record, for stores: the block's end and
-// the last strike (Unix nanoseconds, zero for none), the offences and the
-// strikes of the current offence window.
-type PenaltyState struct {
-	Until, Last       int64
-	Offences, Strikes int64
-}
-
-// Blocked reports whether the key is blocked at time now and, if so, how
-// long the block still holds.
-func (ps PenaltyState) Blocked(now int64) (time.Duration, bool) {
-	if now < ps.Until {
-		return time.Duration(ps.Until - now), true
-	}
-	return 0, false
-}
-
-// Expiry returns the time from which the record is forgotten: Forget after
-// the later of its last strike and its block's end.
-func (pen Penalty) Expiry(ps PenaltyState) int64 {
-	return max(ps.Last, ps.Until) + int64(pen.Forget)
-}
-
-// Strike returns the record after a denial at time now of a key that is not
-// blocked, and whether it became an offence (Until then holds the new
-// block's end). A record whose offence window has passed starts afresh.
-func (pen Penalty) Strike(ps PenaltyState, now int64) (PenaltyState, bool) {
-	if ps != (PenaltyState{}) && now >= pen.Expiry(ps) {
-		ps = PenaltyState{}
-	}
-	ps.Strikes++
-	ps.Last = now
-	if ps.Strikes < pen.Strikes() {
-		return ps, false
-	}
-	ps.Offences++
-	ps.Strikes = 0
-	ps.Until = now + int64(pen.Block(ps.Offences))
-	return ps, true
-}
-
 // WithPenalty returns a copy of the policy that applies pen to its keys,
 // or an error wrapping ErrInvalidPenalty. The copy keeps the policy's name
 // and limits, so it shares their state; the penalty record of a key is kept
@@ -135,7 +91,8 @@ func (p *Policy) WithPenalty(pen Penalty) (*Policy, error) {
 	q := *p
 	pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
 	q.penalty = &pen
-	q.penaltySlot = slotOf(p.name + "|penalty")
+	q.c.Penalty = q.penalty
+	q.c.PenaltySlot = compiled.SlotOf(p.name + "|penalty")
 	return &q, nil
 }
 
@@ -147,25 +104,4 @@ func (p *Policy) Penalty() (Penalty, bool) {
 	pen := *p.penalty
 	pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
 	return pen, true
-}
-
-// PenaltyRef returns the policy's penalty, or nil, without copying: for
-// stores, which must not modify it.
-func (p *Policy) PenaltyRef() *Penalty { return p.penalty }
-
-// PenaltySlot returns a process-wide number for the identity of the
-// policy's penalty records (its name), as Slot does for limits; zero if the
-// policy has no penalty.
-func (p *Policy) PenaltySlot() uint32 { return p.penaltySlot }
-
-// BlockedDecision returns the Decision that denies a request for a key
-// blocked until retry from time now: RetryAfter and ResetAfter are retry,
-// Remaining zero, and the binding limit is limit 0.
-func BlockedDecision(p *Policy, retry time.Duration, now int64) Decision {
-	return Decision{
-		Limit:      p.rules[0].Count(),
-		RetryAfter: retry,
-		ResetAfter: retry,
-		Time:       time.Unix(0, now),
-	}
 }

@@ -51,14 +51,6 @@ func (r *Rollout) Enforces(name, key string) bool {
 	return enforces(r.Percent, rolloutHash(name, key))
 }
 
-// EnforcesBytes is Enforces for a key held in a byte slice.
-func (r *Rollout) EnforcesBytes(name string, key []byte) bool {
-	if r == nil {
-		return true
-	}
-	return enforces(r.Percent, rolloutHash(name, key))
-}
-
 func enforces(percent float64, h uint64) bool {
 	switch {
 	case percent >= 100:
@@ -71,7 +63,7 @@ func enforces(percent float64, h uint64) bool {
 
 // rolloutHash is FNV-1a (64-bit) of name, a zero byte and key, finished
 // with fmix64 so that every bit of the input moves the top bits.
-func rolloutHash[K ~string | ~[]byte](name string, key K) uint64 {
+func rolloutHash(name, key string) uint64 {
 	const (
 		offset = 14695981039346656037
 		prime  = 1099511628211

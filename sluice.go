@@ -50,12 +50,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/calendar"
+	"github.com/sluicehq/sluice/internal/compiled"
 )
 
 // Algorithm names a rate-limiting algorithm; see package algo.
@@ -173,91 +172,16 @@ func (l Limit) compile() (algo.Rule, error) {
 type Policy struct {
 	name   string
 	limits []Limit
-	rules  []algo.Rule
-	ids    []string
-	slots  []uint32
-	defs   []uint32
-	bucket bool // every rule is a bucket rule
+	c      compiled.Policy // what stores see, through package storekit
+	bucket bool            // every rule is a bucket rule
 
-	penalty     *Penalty // nil for none
-	penaltySlot uint32
+	penalty *Penalty // nil for none; also c.Penalty
 
 	sync Sync // see WithSync
 }
 
-// slots numbers limit identities (policy name and index) within the
-// process, so that in-process stores can key state by a small integer
-// instead of a string.
-var slots struct {
-	sync.Mutex
-	m map[string]uint32
-}
-
-func slotOf(id string) uint32 {
-	slots.Lock()
-	defer slots.Unlock()
-	if slots.m == nil {
-		slots.m = make(map[string]uint32)
-	}
-	n, ok := slots.m[id]
-	if !ok {
-		n = uint32(len(slots.m)) + 1
-		slots.m[id] = n
-	}
-	return n
-}
-
-// defs numbers limit definitions (algorithm, count, period, burst) within
-// the process. rules holds the compiled rule of every number, index 0
-// unused; it only grows, and readers load it without the lock.
-var defs struct {
-	sync.Mutex
-	m     map[defKey]uint32
-	rules atomic.Pointer[[]*algo.Rule]
-}
-
-type defKey struct {
-	alg                  Algorithm
-	count, period, burst int64
-	cal                  string // the calendar's String, if any
-}
-
-func defOf(r algo.Rule) uint32 {
-	k := defKey{alg: r.Algorithm(), count: r.Count(), period: int64(r.Period()), burst: r.Burst()}
-	if c := r.Calendar(); c != nil {
-		k.cal = c.String()
-	}
-	defs.Lock()
-	defer defs.Unlock()
-	if defs.m == nil {
-		defs.m = make(map[defKey]uint32)
-	}
-	if n, ok := defs.m[k]; ok {
-		return n
-	}
-	var rules []*algo.Rule
-	if old := defs.rules.Load(); old != nil {
-		rules = *old
-	} else {
-		rules = []*algo.Rule{nil}
-	}
-	n := uint32(len(rules))
-	rules = append(rules[:len(rules):len(rules)], &r)
-	defs.rules.Store(&rules)
-	defs.m[k] = n
-	return n
-}
-
-// DefRule returns the compiled rule of the definition numbered def, as
-// Policy.Def numbers them, or nil if no policy of the process has that
-// number. In-process stores use it to carry state written under another
-// definition. It is safe for concurrent use and does not lock.
-func DefRule(def uint32) *algo.Rule {
-	rules := defs.rules.Load()
-	if rules == nil || def == 0 || int(def) >= len(*rules) {
-		return nil
-	}
-	return (*rules)[def]
+func init() {
+	compiled.Of = func(p any) *compiled.Policy { return &p.(*Policy).c }
 }
 
 // NewPolicy validates the limits and returns a policy. The name must be
@@ -275,11 +199,11 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 		if err != nil {
 			return nil, fmt.Errorf("policy %q limit %d: %w", name, i, err)
 		}
-		p.rules = append(p.rules, r)
 		id := fmt.Sprintf("%s|%d", name, i)
-		p.ids = append(p.ids, id)
-		p.slots = append(p.slots, slotOf(id))
-		p.defs = append(p.defs, defOf(r))
+		p.c.Rules = append(p.c.Rules, r)
+		p.c.IDs = append(p.c.IDs, id)
+		p.c.Slots = append(p.c.Slots, compiled.SlotOf(id))
+		p.c.Defs = append(p.c.Defs, compiled.DefOf(r))
 		p.bucket = p.bucket && l.Algorithm.IsBucket()
 	}
 	return p, nil
@@ -314,39 +238,18 @@ func (p *Policy) WithAnchor(a calendar.Anchor) *Policy {
 	if err != nil { // unreachable: only valid calendars changed
 		return p
 	}
-	q.penalty, q.penaltySlot = p.penalty, p.penaltySlot
+	q.penalty, q.c.Penalty, q.c.PenaltySlot = p.penalty, p.c.Penalty, p.c.PenaltySlot
 	return q
 }
+
+// Limit returns limit i, as given to NewPolicy (or changed by WithAnchor).
+func (p *Policy) Limit(i int) Limit { return p.limits[i] }
 
 // Limits returns a copy of the policy's limits.
 func (p *Policy) Limits() []Limit { return append([]Limit(nil), p.limits...) }
 
 // Len returns the number of limits.
-func (p *Policy) Len() int { return len(p.rules) }
-
-// Rule returns the compiled form of limit i, for stores.
-func (p *Policy) Rule(i int) *algo.Rule { return &p.rules[i] }
-
-// ID returns the identity of limit i as a string, "<name>|<i>": the policy
-// name and the index, which identify the limit's state across processes
-// and across changes of its definition. Stores key state by the identity
-// and record with it the definition that wrote it (memstore through Slot
-// and Def; redisstore names its keys after the name and index and keeps the
-// definition in the value).
-func (p *Policy) ID(i int) string { return p.ids[i] }
-
-// Slot returns a process-wide number for ID(i), the identity of limit i:
-// equal identities (the same policy name and index) get equal numbers,
-// whatever their definitions. In-process stores key state by it.
-func (p *Policy) Slot(i int) uint32 { return p.slots[i] }
-
-// Def returns a process-wide number for the definition of limit i (its
-// algorithm, Count, Period, Burst and calendar, as compiled): equal definitions get
-// equal numbers, whatever the policies' names. It is never zero.
-// In-process stores record it with a state and, when a decision finds a
-// state recorded under another number, carry it from DefRule of that
-// number to Rule(i).
-func (p *Policy) Def(i int) uint32 { return p.defs[i] }
+func (p *Policy) Len() int { return len(p.c.Rules) }
 
 // CanReserve reports whether every limit is a bucket limit, as Reserve and
 // Wait require.
@@ -354,8 +257,8 @@ func (p *Policy) CanReserve() bool { return p.bucket }
 
 // CheckCost returns an error if n is not a cost that every limit could admit.
 func (p *Policy) CheckCost(n int64) error {
-	for i := range p.rules {
-		if err := p.rules[i].CheckCost(n); err != nil {
+	for i := range p.c.Rules {
+		if err := p.c.Rules[i].CheckCost(n); err != nil {
 			return fmt.Errorf("policy %q limit %d: %w", p.name, i, err)
 		}
 	}
@@ -367,11 +270,14 @@ func (p *Policy) CheckCost(n int64) error {
 type Decision struct {
 	// Allowed reports whether the request was admitted (and charged).
 	Allowed bool
-	// Limit is the Count of the binding limit: when allowed, the limit with
-	// the fewest units remaining; when denied, the denying limit with the
-	// longest RetryAfter.
+	// Limit is the most units the binding limit can hold, the ceiling of
+	// Remaining: its Burst for TokenBucket and GCRA (larger or smaller
+	// than its Count), its Count for the window algorithms. The binding
+	// limit is, when allowed, the limit with the fewest units remaining;
+	// when denied, the denying limit with the longest RetryAfter.
 	Limit int64
-	// Remaining is how many units the binding limit would still admit now.
+	// Remaining is how many units the binding limit would still admit now,
+	// from 0 to Limit.
 	Remaining int64
 	// RetryAfter is how long until the same request would be admitted, if
 	// nothing else is admitted meanwhile. Zero when allowed.
@@ -394,26 +300,15 @@ type Decision struct {
 // ResetTime returns the time at which the binding limit is full again.
 func (d Decision) ResetTime() time.Time { return d.Time.Add(d.ResetAfter) }
 
-// MakeDecision converts the status of the binding limit, limit i of p, at
-// time now (nanoseconds since the Unix epoch) into a Decision. Stores use it.
-func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
-	return Decision{
-		Allowed:    s.Allowed,
-		Limit:      p.rules[i].Count(),
-		Remaining:  s.Remaining,
-		RetryAfter: time.Duration(s.RetryAfter),
-		ResetAfter: time.Duration(s.ResetAfter),
-		Index:      i,
-		Time:       time.Unix(0, now),
-	}
-}
-
 // Store keeps the state of every key and decides atomically. Implementations
 // must pass the conformance suite in package storetest. Every method is safe
 // for concurrent use; the policy and cost have been validated by the caller.
 //
+// Stores are written with package storekit, which gives a store's view of
+// a policy, and checked with package storetest.
+//
 // A store keeps each limit's state for a key under the limit's identity
-// (Policy.ID: the policy's name and the limit's index) and records with it
+// (the policy's name and the limit's index, storekit.Policy.ID) and records with it
 // the definition that wrote it. Take, Reserve and Cancel (and a TakeAll a
 // store decides itself) that find a state written under another definition
 // first carry it to the current one at the decision's time, as package
@@ -422,10 +317,10 @@ func MakeDecision(p *Policy, i int, s algo.Status, now int64) Decision {
 // definition.
 //
 // For a policy with a Penalty, a store keeps each key's penalty record
-// (see PenaltyState) under the policy's name and decides it with the
+// (storekit.PenaltyState) under the policy's name and decides it with the
 // request, atomically: Take, Peek and Reserve deny a blocked key with
-// BlockedDecision, charging nothing; a Take its limits deny is a strike
-// (Penalty.Strike); Reset forgets the record. A store that cannot returns
+// storekit.Policy.Blocked, charging nothing; a Take its limits deny is a
+// strike (storekit.Strike); Reset forgets the record. A store that cannot returns
 // an error wrapping ErrPenaltyUnsupported rather than ignore the penalty.
 type Store interface {
 	// Take decides a request of cost n >= 1 for key under p and charges it
@@ -445,6 +340,16 @@ type Store interface {
 	Cancel(ctx context.Context, p *Policy, key string, n int64, at time.Time) error
 	// Reset forgets key under p, as if it had never been seen.
 	Reset(ctx context.Context, p *Policy, key string) error
+}
+
+// ClosedFailer is a store with a failure policy of its own that may refuse
+// requests it could not decide (redisstore.Store with OnError Deny): when
+// FailsClosed reports true, a denial with Degraded set says nothing about
+// the client's use of its quota, and callers answer it as the store
+// failing (HTTP 503) rather than as a limit (429). The answer must not
+// change over the store's life.
+type ClosedFailer interface {
+	FailsClosed() bool
 }
 
 // Limiter applies one Policy to any number of keys in a Store. It is safe for

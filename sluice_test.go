@@ -106,59 +106,20 @@ func TestNewRejectsNil(t *testing.T) {
 	}
 }
 
-// A limit's identity is its policy's name and its index, whatever its
-// definition: a changed definition under the same name keeps the identity
-// (stores carry the state) and gets another definition number; equal
-// definitions get equal numbers under any name, and DefRule returns the
-// compiled rule of a number.
-func TestPolicyIdentity(t *testing.T) {
-	gcra := sluice.Limit{Algorithm: sluice.GCRA, Count: 5, Period: time.Second}
-	fixed := sluice.Limit{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Second}
-	a, _ := sluice.NewPolicy("p", gcra)
-	b, _ := sluice.NewPolicy("p", gcra)
-	c, _ := sluice.NewPolicy("p", fixed, gcra)
-	d, _ := sluice.NewPolicy("q", gcra)
-	if a.ID(0) != "p|0" || c.ID(1) != "p|1" {
-		t.Errorf("IDs %q and %q, want \"p|0\" and \"p|1\"", a.ID(0), c.ID(1))
-	}
-	if a.Slot(0) != b.Slot(0) || a.Def(0) != b.Def(0) {
-		t.Errorf("equal policies have slots %d/%d and definitions %d/%d, want equal", a.Slot(0), b.Slot(0), a.Def(0), b.Def(0))
-	}
-	if a.Slot(0) != c.Slot(0) || a.Def(0) == c.Def(0) {
-		t.Errorf("a changed definition under the same name: slots %d/%d (want equal), definitions %d/%d (want different)", a.Slot(0), c.Slot(0), a.Def(0), c.Def(0))
-	}
-	if c.Slot(1) == c.Slot(0) || c.Def(1) != a.Def(0) {
-		t.Errorf("limit 1 of p: slot %d (want other than limit 0's %d), definition %d (want %d, as p's gcra limit)", c.Slot(1), c.Slot(0), c.Def(1), a.Def(0))
-	}
-	if a.Slot(0) == d.Slot(0) || a.Def(0) != d.Def(0) {
-		t.Errorf("another name, the same limit: slots %d/%d (want different), definitions %d/%d (want equal)", a.Slot(0), d.Slot(0), a.Def(0), d.Def(0))
-	}
-	for _, p := range []*sluice.Policy{a, c} {
-		for i := range p.Len() {
-			if r := sluice.DefRule(p.Def(i)); r == nil || !r.Equal(p.Rule(i)) {
-				t.Errorf("DefRule(%d) = %v, want %v", p.Def(i), r, p.Rule(i))
-			}
-		}
-	}
-	if r := sluice.DefRule(0); r != nil {
-		t.Errorf("DefRule(0) = %v, want nil", r)
-	}
-}
-
-// Two requests for one key under policies of the same name share a limit's
-// state whatever the limits' definitions, so a batch may not hold both.
-func TestCheckBatchSameIdentity(t *testing.T) {
+func TestTakeAllSameIdentity(t *testing.T) {
+	store, _ := newStore(t)
+	ctx := context.Background()
 	a, _ := sluice.NewPolicy("p", sluice.Limit{Algorithm: sluice.GCRA, Count: 5, Period: time.Second})
 	b, _ := sluice.NewPolicy("p", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 9, Period: time.Hour})
 	q, _ := sluice.NewPolicy("q", sluice.Limit{Algorithm: sluice.GCRA, Count: 5, Period: time.Second})
 	out := make([]sluice.Decision, 2)
-	if err := sluice.CheckBatch([]sluice.Request{{Policy: a, Key: "k", N: 1}, {Policy: b, Key: "k", N: 1}}, out); !errors.Is(err, sluice.ErrInvalidBatch) {
+	if _, err := sluice.TakeAll(ctx, store, []sluice.Request{{Policy: a, Key: "k", N: 1}, {Policy: b, Key: "k", N: 1}}, out); !errors.Is(err, sluice.ErrInvalidBatch) {
 		t.Errorf("the same key under two definitions of one policy name: %v, want ErrInvalidBatch", err)
 	}
-	if err := sluice.CheckBatch([]sluice.Request{{Policy: a, Key: "k", N: 1}, {Policy: q, Key: "k", N: 1}}, out); err != nil {
+	if _, err := sluice.TakeAll(ctx, store, []sluice.Request{{Policy: a, Key: "k", N: 1}, {Policy: q, Key: "k", N: 1}}, out); err != nil {
 		t.Errorf("the same key under another name: %v, want nil", err)
 	}
-	if err := sluice.CheckBatch([]sluice.Request{{Policy: a, Key: "k", N: 1}, {Policy: b, Key: "j", N: 1}}, out); err != nil {
+	if _, err := sluice.TakeAll(ctx, store, []sluice.Request{{Policy: a, Key: "k", N: 1}, {Policy: b, Key: "j", N: 1}}, out); err != nil {
 		t.Errorf("another key under the same name: %v, want nil", err)
 	}
 }
@@ -203,5 +164,47 @@ func TestParseAlgorithm(t *testing.T) {
 	}
 	if _, err := sluice.ParseAlgorithm("leaky"); err == nil || !strings.Contains(err.Error(), "token_bucket") {
 		t.Errorf("ParseAlgorithm(leaky) error = %v, want one listing the valid names", err)
+	}
+}
+
+// TestDecisionLimitBoundsRemaining: a Decision's Limit is the most units
+// its binding limit can hold, so Remaining never exceeds it: a bucket's
+// Burst, whether it is larger or smaller than its Count, and a window's
+// Count.
+func TestDecisionLimitBoundsRemaining(t *testing.T) {
+	tests := []struct {
+		name      string
+		limit     sluice.Limit
+		wantLimit int64
+	}{
+		{"bucket, burst above the rate", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 20, Period: time.Second, Burst: 40}, 40},
+		{"gcra, burst below the rate", sluice.Limit{Algorithm: sluice.GCRA, Count: 60, Period: time.Minute, Burst: 20}, 20},
+		{"bucket, no burst", sluice.Limit{Algorithm: sluice.GCRA, Count: 10, Period: time.Second}, 10},
+		{"window", sluice.Limit{Algorithm: sluice.SlidingWindow, Count: 5, Period: time.Minute}, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, _ := newStore(t)
+			lim, err := sluice.New(store, "capacity", tt.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := lim.Peek(context.Background(), "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Limit != tt.wantLimit || d.Remaining != tt.wantLimit {
+				t.Errorf("fresh key: got limit %d, remaining %d; want %d and %d", d.Limit, d.Remaining, tt.wantLimit, tt.wantLimit)
+			}
+			for i := range tt.wantLimit + 1 {
+				d, err := lim.Allow(context.Background(), "k")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d.Limit != tt.wantLimit || d.Remaining > d.Limit {
+					t.Fatalf("request %d: got limit %d, remaining %d; want limit %d and remaining at most that", i, d.Limit, d.Remaining, tt.wantLimit)
+				}
+			}
+		})
 	}
 }

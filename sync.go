@@ -81,6 +81,23 @@ func (s Sync) Validate() error {
 	return nil
 }
 
+// CheckLimit returns an error wrapping ErrInvalidSync if s cannot apply to
+// lim: lease and async apply to token_bucket, gcra and fixed_window limits
+// that are not calendar quotas (a sliding window's or log's state cannot be
+// split into leases or merged from counts, and a calendar quota's windows
+// are the calendar's, not the store's).
+func (s Sync) CheckLimit(lim Limit) error {
+	switch {
+	case s.Mode == SyncExact:
+		return nil
+	case lim.Algorithm == SlidingWindow || lim.Algorithm == SlidingLog:
+		return fmt.Errorf("%w: sync %s needs token_bucket, gcra or fixed_window, not %s", ErrInvalidSync, s.Mode, lim.Algorithm)
+	case lim.Calendar != nil:
+		return fmt.Errorf("%w: sync %s does not apply to a calendar quota (period %s): its windows are the calendar's, not the store's", ErrInvalidSync, s.Mode, lim.Calendar)
+	}
+	return nil
+}
+
 // WithSync returns a copy of the policy decided in mode s by stores shared
 // between processes, or an error wrapping ErrInvalidSync. The copy keeps
 // the policy's name and limits, so it shares their state. SyncLease and
@@ -97,11 +114,8 @@ func (p *Policy) WithSync(s Sync) (*Policy, error) {
 			return nil, fmt.Errorf("%w: policy %q: sync %s applies to a policy of one limit, not %d", ErrInvalidSync, p.name, s.Mode, len(p.limits))
 		}
 		for i, l := range p.limits {
-			if l.Algorithm == SlidingWindow || l.Algorithm == SlidingLog {
-				return nil, fmt.Errorf("%w: policy %q limit %d: sync %s applies to token_bucket, gcra and fixed_window limits, not %s", ErrInvalidSync, p.name, i, s.Mode, l.Algorithm)
-			}
-			if l.Calendar != nil {
-				return nil, fmt.Errorf("%w: policy %q limit %d: sync %s does not apply to a calendar quota (its windows are the calendar's, not the store's)", ErrInvalidSync, p.name, i, s.Mode)
+			if err := s.CheckLimit(l); err != nil {
+				return nil, fmt.Errorf("policy %q limit %d: %w", p.name, i, err)
 			}
 		}
 		if p.penalty != nil {

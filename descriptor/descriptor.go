@@ -47,6 +47,8 @@ package descriptor
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/big"
 	"math/bits"
 	"strings"
 	"time"
@@ -209,11 +211,19 @@ type Display struct {
 	// Count per Period is the limit itself.
 	Count  int64
 	Period time.Duration
-	// RequestsPerUnit per Unit is the limit in the protocol's form: exact
-	// when Period is one of the units, otherwise Count scaled down to the
-	// largest unit no longer than Period (at least 1).
+	// RequestsPerUnit per UnitMultiplier × Unit is the limit in the
+	// protocol's form (RLS v3's RateLimit: requests_per_unit, unit and
+	// unit_multiplier). It is exact whenever the protocol can say it: Count
+	// per the longest unit that divides Period a whole number of times (5
+	// per 15 minutes is 5 per 15 MINUTE, 1000 per 14 days 1000 per 2
+	// WEEK); for a Period that is not a whole number of seconds, the
+	// reduced fraction of Count per Period in seconds (1 per 1.5 s is 2 per
+	// 3 SECOND). Only when no such form fits in 32 bits is it Count scaled
+	// to a second, rounded down, at least 1. UnitMultiplier is at least 1;
+	// the service sends it only when it is not 1, the protocol's default.
 	RequestsPerUnit uint32
 	Unit            Unit
+	UnitMultiplier  uint32
 }
 
 // Rule is the limit of one node of a built Set. It is immutable.
@@ -259,30 +269,47 @@ func displayOf(l sluice.Limit) Display {
 		return display(l.Count, l.Period)
 	}
 	u := calendarUnits[l.Calendar.Spec().Unit]
-	return Display{Count: l.Count, Period: u.Duration(), RequestsPerUnit: uint32(min(l.Count, 1<<32-1)), Unit: u}
+	return Display{Count: l.Count, Period: u.Duration(), RequestsPerUnit: uint32(min(l.Count, math.MaxUint32)), Unit: u, UnitMultiplier: 1}
 }
 
 // calendarUnits maps a calendar unit to the protocol's unit of that name.
 var calendarUnits = map[calendar.Unit]Unit{calendar.Day: Day, calendar.Week: Week, calendar.Month: Month, calendar.Year: Year}
 
+// unitsByLength are the units from the longest to the shortest.
+var unitsByLength = [...]Unit{Year, Month, Week, Day, Hour, Minute, Second}
+
+// display returns the Display of count per period; see Display for the
+// forms it takes.
 func display(count int64, period time.Duration) Display {
-	d := Display{Count: count, Period: period}
-	for u := Second; u <= Week; u++ {
-		if period == u.Duration() {
-			d.RequestsPerUnit, d.Unit = uint32(min(count, 1<<32-1)), u
-			return d
+	d := Display{Count: count, Period: period, UnitMultiplier: 1}
+	if period <= 0 {
+		return d
+	}
+	if count <= math.MaxUint32 {
+		for _, u := range unitsByLength {
+			if n := period / u.Duration(); period%u.Duration() == 0 && n <= math.MaxUint32 {
+				d.RequestsPerUnit, d.Unit, d.UnitMultiplier = uint32(count), u, uint32(n)
+				return d
+			}
 		}
 	}
-	best := Second
-	for u := Second; u <= Week; u++ {
-		if u.Duration() <= period && u.Duration() > best.Duration() {
-			best = u
-		}
+	// count per period is (count × 1e9) / period(ns) per second, reduced.
+	num := new(big.Int).Mul(big.NewInt(count), big.NewInt(int64(time.Second)))
+	den := big.NewInt(int64(period))
+	g := new(big.Int).GCD(nil, nil, num, den)
+	num.Quo(num, g)
+	den.Quo(den, g)
+	if num.IsUint64() && num.Uint64() <= math.MaxUint32 && den.Uint64() <= math.MaxUint32 {
+		d.RequestsPerUnit, d.Unit, d.UnitMultiplier = uint32(num.Uint64()), Second, uint32(den.Uint64())
+		return d
 	}
-	// count × best / period in 128 bits; best <= period, so the quotient
-	// is at most count and fits.
-	hi, lo := bits.Mul64(uint64(count), uint64(best.Duration()))
+	// No exact form fits: count per second, rounded down, at least 1.
+	hi, lo := bits.Mul64(uint64(count), uint64(time.Second))
+	if hi >= uint64(period) { // the quotient would not fit in 64 bits
+		d.RequestsPerUnit, d.Unit = math.MaxUint32, Second
+		return d
+	}
 	q, _ := bits.Div64(hi, lo, uint64(period))
-	d.RequestsPerUnit, d.Unit = uint32(max(1, min(q, 1<<32-1))), best
+	d.RequestsPerUnit, d.Unit = uint32(max(1, min(q, math.MaxUint32))), Second
 	return d
 }

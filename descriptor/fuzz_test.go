@@ -2,9 +2,13 @@ package descriptor_test
 
 import (
 	"errors"
+	"math"
+	"math/big"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/descriptor"
 )
 
@@ -83,4 +87,45 @@ func parseEntries(s string) []descriptor.Entry {
 		out = append(out, descriptor.Entry{Key: k, Value: v})
 	}
 	return out
+}
+
+// FuzzDisplay builds limits of any valid count and period and checks that
+// their display is exact (RequestsPerUnit per UnitMultiplier units is
+// Count per Period) or, when it is not, the documented fallback: Count per
+// second, rounded down, at least 1, in 32 bits.
+func FuzzDisplay(f *testing.F) {
+	for _, c := range [][2]int64{{5, int64(15 * time.Minute)}, {1, int64(1500 * time.Millisecond)}, {5, 1_000_000_007}, {10_000_000_000, int64(24 * time.Hour)}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, count, period int64) {
+		l := sluice.Limit{Algorithm: sluice.GCRA, Count: count, Period: time.Duration(period)}
+		if l.Validate() != nil {
+			return
+		}
+		s, err := descriptor.New(descriptor.Domain{Name: "f", Descriptors: []descriptor.Descriptor{
+			{Key: "k", RateLimit: &descriptor.RateLimit{Limits: []sluice.Limit{l}}},
+		}})
+		if err != nil {
+			t.Fatalf("%v: %v", l, err)
+		}
+		d := s.Match("f", []descriptor.Entry{{Key: "k", Value: "v"}}).Rule.Displays[0]
+		if d.RequestsPerUnit == 0 || d.UnitMultiplier == 0 || !d.Unit.Valid() {
+			t.Fatalf("%v: display %+v has a zero or invalid field", l, d)
+		}
+		// RequestsPerUnit × Period == Count × UnitMultiplier × Unit?
+		lhs := new(big.Int).Mul(big.NewInt(int64(d.RequestsPerUnit)), big.NewInt(period))
+		rhs := new(big.Int).Mul(big.NewInt(count), big.NewInt(int64(d.UnitMultiplier)))
+		rhs.Mul(rhs, big.NewInt(int64(d.Unit.Duration())))
+		if lhs.Cmp(rhs) == 0 {
+			return
+		}
+		perSecond := new(big.Int).Quo(new(big.Int).Mul(big.NewInt(count), big.NewInt(int64(time.Second))), big.NewInt(period))
+		want := max(1, min(perSecond.Int64(), math.MaxUint32))
+		if !perSecond.IsInt64() {
+			want = math.MaxUint32
+		}
+		if d.Unit != descriptor.Second || d.UnitMultiplier != 1 || int64(d.RequestsPerUnit) != want {
+			t.Fatalf("%v: display %+v is neither exact nor %d per second", l, d, want)
+		}
+	})
 }

@@ -2,11 +2,13 @@ package httplimit
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // acquireLeases takes a slot of every concurrency rule the admitted request
@@ -53,7 +55,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 		acquire(ctx, 0)
 		allowed := err == nil && (d.Allowed || tp != nil && a.Allowed())
 		var waited time.Duration
-		if err == nil && !allowed && rule.Action == Delay && !(d.Degraded && l.storeFailsClosed) {
+		if err == nil && !allowed && rule.Action == Delay && !(d.Degraded && l.eng.FailsClosed()) {
 			waitStart := time.Now()
 			acquire(r.Context(), rule.MaxDelay)
 			allowed = err == nil && (d.Allowed || tp != nil && a.Allowed())
@@ -77,6 +79,15 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			}
 		}
 		e.Decision = d
+		if tp != nil && err == nil && (allowed || !a.Rate.Allowed) {
+			// The rate decided with the slot shows in the headers as a
+			// rate rule's does.
+			out := engine.Result{Outcome: engine.Allowed, Decision: d}
+			if !allowed {
+				out.Outcome = engine.Limited
+			}
+			c.eng.Record(engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name}, out)
+		}
 		if l.leaseObs != nil {
 			le := LeaseEvent{Rule: rule.Name, Waited: waited}
 			slotDegraded := d.Degraded
@@ -84,7 +95,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 				slotDegraded = a.Slot.Degraded
 			}
 			switch {
-			case err != nil || (!allowed && d.Degraded && l.storeFailsClosed):
+			case err != nil || (!allowed && d.Degraded && l.eng.FailsClosed()):
 				le.Outcome = LeaseError
 			case allowed && slotDegraded:
 				le.Outcome = LeaseFallback
@@ -112,7 +123,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			if ev.Outcome == OutcomeAllowed {
 				ev.Outcome = OutcomeError
 			}
-		case !allowed && d.Degraded && l.storeFailsClosed:
+		case !allowed && d.Degraded && l.eng.FailsClosed():
 			// No limit refused it: the store could not tell.
 			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
 			l.refuseLeases(ctx, c)
@@ -158,10 +169,10 @@ func (l *Limiter) refuseLeases(ctx context.Context, c *call) {
 // expires by itself after its lease.
 func (l *Limiter) releaseLeases(ctx context.Context, c *call) {
 	for _, le := range c.leases {
-		held, err := le.ReleaseHeld(ctx)
+		err := le.Release(ctx)
 		if l.leaseObs != nil {
 			out := LeaseReleased
-			if err == nil && !held {
+			if errors.Is(err, sluice.ErrLeaseLost) {
 				out = LeaseLost
 			}
 			l.leaseObs.ObserveLease(LeaseEvent{Rule: le.Name(), Outcome: out})
@@ -176,22 +187,22 @@ func (l *Limiter) releaseLeases(ctx context.Context, c *call) {
 func (l *Limiter) tooManyConcurrentRule(w http.ResponseWriter, rule *compiled, d sluice.Decision) {
 	h := w.Header()
 	if l.headers&HeadersIETF != 0 {
-		p := appendString(nil, rule.Name)
+		p := engine.AppendString(nil, rule.Name)
 		p = append(p, ";q="...)
 		p = strconv.AppendInt(p, rule.Concurrency.Limit, 10)
 		p = append(p, `;qu="concurrent-requests"`...)
-		h[headerRateLimitPolicy] = []string{string(p)}
-		b := appendString(nil, rule.Name)
+		h[engine.KeyRateLimitPolicy] = []string{string(p)}
+		b := engine.AppendString(nil, rule.Name)
 		b = append(b, ";r="...)
 		b = strconv.AppendInt(b, d.Remaining, 10)
 		b = append(b, ";t="...)
-		b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
-		h[headerRateLimit] = []string{string(b)}
+		b = strconv.AppendInt(b, max(engine.CeilSeconds(d.RetryAfter), 1), 10)
+		h[engine.KeyRateLimit] = []string{string(b)}
 	}
-	delete(h, headerReset) // a rate rule's, from writeHeaders
+	delete(h, engine.KeyReset) // a rate rule's, from writeHeaders
 	if l.headers&HeadersLegacy != 0 {
-		h[headerLimit] = []string{strconv.FormatInt(d.Limit, 10)}
-		h[headerRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}
+		h[engine.KeyLimit] = []string{strconv.FormatInt(d.Limit, 10)}
+		h[engine.KeyRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}
 	}
 	tooManyConcurrent(w, rule.Name, d.RetryAfter)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // ConcurrencyOptions configure Concurrent. The zero value limits every
@@ -51,7 +52,7 @@ func Concurrent(c *sluice.Concurrency, opts ConcurrencyOptions) func(http.Handle
 	if opts.Poll <= 0 {
 		opts.Poll = 50 * time.Millisecond
 	}
-	policy := string(appendString(nil, c.Name())) + ";q=" + strconv.FormatInt(c.Limit(), 10) + `;qu="concurrent-requests"`
+	policy := string(engine.AppendString(nil, c.Name())) + ";q=" + strconv.FormatInt(c.Limit(), 10) + `;qu="concurrent-requests"`
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			key := ""
@@ -89,19 +90,19 @@ func Concurrent(c *sluice.Concurrency, opts ConcurrencyOptions) func(http.Handle
 			}
 			h := w.Header()
 			if opts.Headers&HeadersIETF != 0 {
-				h[headerRateLimitPolicy] = []string{policy}
-				b := appendString(nil, c.Name())
+				h[engine.KeyRateLimitPolicy] = []string{policy}
+				b := engine.AppendString(nil, c.Name())
 				b = append(b, ";r="...)
 				b = strconv.AppendInt(b, d.Remaining, 10)
 				if !d.Allowed {
 					b = append(b, ";t="...)
-					b = strconv.AppendInt(b, max(ceilSeconds(d.RetryAfter), 1), 10)
+					b = strconv.AppendInt(b, max(engine.CeilSeconds(d.RetryAfter), 1), 10)
 				}
-				h[headerRateLimit] = []string{string(b)}
+				h[engine.KeyRateLimit] = []string{string(b)}
 			}
 			if opts.Headers&HeadersLegacy != 0 {
-				h[headerLimit] = []string{strconv.FormatInt(d.Limit, 10)}
-				h[headerRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}
+				h[engine.KeyLimit] = []string{strconv.FormatInt(d.Limit, 10)}
+				h[engine.KeyRemaining] = []string{strconv.FormatInt(d.Remaining, 10)}
 			}
 			if !d.Allowed {
 				tooManyConcurrent(w, c.Name(), d.RetryAfter)
@@ -115,9 +116,9 @@ func Concurrent(c *sluice.Concurrency, opts ConcurrencyOptions) func(http.Handle
 
 // tooManyConcurrent answers 429 for a concurrency limit named name.
 func tooManyConcurrent(w http.ResponseWriter, name string, retry time.Duration) {
-	secs := max(ceilSeconds(retry), 1)
+	secs := max(engine.CeilSeconds(retry), 1)
 	h := w.Header()
-	h[headerRetryAfter] = []string{strconv.FormatInt(secs, 10)}
+	h[engine.KeyRetryAfter] = []string{strconv.FormatInt(secs, 10)}
 	h["Cache-Control"] = []string{"no-store"}
 	h["Content-Type"] = []string{"application/problem+json"}
 	b := []byte(`{"type":"` + ProblemType + `","title":"Too Many Requests","status":429,"detail":"Too many concurrent requests; retry after `)
@@ -128,7 +129,7 @@ func tooManyConcurrent(w http.ResponseWriter, name string, retry time.Duration) 
 		b = append(b, ` seconds."`...)
 	}
 	b = append(b, `,"violated-policies":[`...)
-	b = appendString(b, name)
+	b = engine.AppendString(b, name)
 	b = append(b, `],"retry_after":`...)
 	b = strconv.AppendInt(b, secs, 10)
 	b = append(b, "}\n"...)
@@ -141,7 +142,7 @@ func tooManyConcurrent(w http.ResponseWriter, name string, retry time.Duration) 
 func unavailableConcurrency(w http.ResponseWriter) {
 	b := []byte(`{"type":"` + ProblemTypeUnavailable + `","title":"Service Unavailable","status":503,"detail":"The concurrency limiter cannot decide; retry after 1 second.","retry_after":1}` + "\n")
 	h := w.Header()
-	h[headerRetryAfter] = []string{"1"}
+	h[engine.KeyRetryAfter] = []string{"1"}
 	h["Cache-Control"] = []string{"no-store"}
 	h["Content-Type"] = []string{"application/problem+json"}
 	h["Content-Length"] = []string{strconv.Itoa(len(b))}
@@ -151,6 +152,6 @@ func unavailableConcurrency(w http.ResponseWriter) {
 
 // failsClosed reports whether c's store refuses when its backend fails.
 func failsClosed(c *sluice.Concurrency) bool {
-	fc, ok := c.Store().(closedFailer)
+	fc, ok := c.Store().(sluice.ClosedFailer)
 	return ok && fc.FailsClosed()
 }

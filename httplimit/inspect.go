@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/sluicehq/sluice"
 )
@@ -130,7 +132,7 @@ func (l *Limiter) RuleKey(rule string, values []string) (string, error) {
 	}
 	want := 0
 	for _, k := range c.Key {
-		if k.Source != SourceGlobal {
+		if !k.source().noValue {
 			want++
 		}
 	}
@@ -140,35 +142,14 @@ func (l *Limiter) RuleKey(rule string, values []string) (string, error) {
 	var b []byte
 	i := 0
 	for _, k := range c.Key {
-		if k.Source == SourceGlobal {
-			b = appendValue(b, tagOf(k), "")
-			continue
+		var v string
+		if !k.source().noValue {
+			v = values[i]
+			i++
 		}
-		v := values[i]
-		i++
-		switch k.Source {
-		case SourceIP:
-			a, err := netip.ParseAddr(v)
-			if err != nil {
-				return "", fmt.Errorf("%w: rule %q: %q is not an IP address", ErrInvalidKey, rule, v)
-			}
-			b = append(b, 'i')
-			b = l.ip.Key(a).AppendTo(b)
-		default:
-			if v == "" {
-				return "", fmt.Errorf("%w: rule %q: empty value for %s (a request without it is keyed by its IP, or skipped)", ErrInvalidKey, rule, k)
-			}
-			switch k.Source {
-			case SourceHost:
-				v = hostOf(&http.Request{Host: v})
-			case SourcePath:
-				// As serve keys it: cleaned, lower-cased unless
-				// CaseSensitivePaths.
-				if v = cleanPath(v); !l.caseSensitive {
-					v = lowerPath(v)
-				}
-			}
-			b = appendValue(b, tagOf(k), v)
+		var err error
+		if b, err = k.appendGiven(l, b, v); err != nil {
+			return "", fmt.Errorf("rule %q: %w", rule, err)
 		}
 	}
 	return string(b), nil
@@ -258,7 +239,8 @@ func (l *Limiter) ResetKey(ctx context.Context, rule, key string, ov *ClientOver
 // charged under, and its state.
 func (l *Limiter) PeekRequest(ctx context.Context, r *http.Request) ([]KeyStatus, error) {
 	c := new(call)
-	l.match(c, r, l.matchPath(r), new(listState))
+	q := l.newRequest(r)
+	l.match(c, &q)
 	out := make([]KeyStatus, 0, len(c.events))
 	for i, e := range c.events {
 		ks := KeyStatus{Rule: e.Rule, Tier: e.Tier, Key: e.Key, Exempt: e.Action == Exempt, Skipped: e.Outcome == OutcomeSkipped || e.Outcome == OutcomeAllowListed,
@@ -300,7 +282,8 @@ func (l *Limiter) matchPath(r *http.Request) string {
 // limits, and returns the names of the rules reset.
 func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string) ([]string, error) {
 	c := new(call)
-	l.match(c, r, l.matchPath(r), new(listState))
+	q := l.newRequest(r)
+	l.match(c, &q)
 	var rules []string
 	for i, e := range c.events {
 		tp, conc := c.policies[i], c.rules[i].conc
@@ -324,4 +307,57 @@ func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string
 		rules = append(rules, e.Rule)
 	}
 	return rules, nil
+}
+
+// KeyText returns a rule's composite key (RuleEvent.Key) as the values an
+// operator gives for it to RuleKey and `sluice key show`: one per key
+// part, separated by spaces, each quoted (Go syntax) when it is empty or
+// holds a space, a quote or a character that does not print. A value
+// replaced by its digest (longer than MaxValueLen) is shown as # and the
+// digest; a missing part keyed by the client's address as missing: and
+// the address. A key that is not a composite key of this package is
+// returned quoted.
+func KeyText(key string) string {
+	var out []string
+	for rest := key; rest != ""; {
+		tag := rest[0]
+		rest = rest[1:]
+		prefix := ""
+		if tag == 'm' && rest != "" && (rest[0] == 'i' || rest[0] == 'u') {
+			// A missing part, keyed by the address after it (a method
+			// has a length after its tag).
+			prefix, tag, rest = "missing:", rest[0], rest[1:]
+		}
+		var v string
+		switch {
+		case tag == 'i':
+			slash := strings.IndexByte(rest, '/')
+			if slash < 0 {
+				return strconv.Quote(key)
+			}
+			end := slash + 1
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			v, rest = rest[:end], rest[end:]
+		case strings.HasPrefix(rest, "#") && len(rest) >= 25:
+			v, rest = rest[:25], rest[25:]
+		default:
+			colon := strings.IndexByte(rest, ':')
+			n, err := strconv.Atoi(rest[:max(colon, 0)])
+			if colon < 0 || err != nil || n < 0 || n > len(rest)-colon-1 {
+				return strconv.Quote(key)
+			}
+			v, rest = rest[colon+1:colon+1+n], rest[colon+1+n:]
+			if tag == 'g' {
+				continue // global: no value
+			}
+		}
+		v = prefix + v
+		if v == "" || strings.ContainsAny(v, " \"'\\") || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+			v = strconv.Quote(v)
+		}
+		out = append(out, v)
+	}
+	return strings.Join(out, " ")
 }

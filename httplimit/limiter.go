@@ -22,7 +22,6 @@ package httplimit
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -36,6 +35,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Headers selects the rate-limit response headers to send.
@@ -127,6 +127,9 @@ type Options struct {
 	CaseSensitivePaths bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
+	// Tracer, if set, traces each decision and the store calls it makes
+	// (see Tracer), under the request's context's span.
+	Tracer Tracer
 	// Overrides, if set, gives clients (values of Tiers.Client, or of
 	// Tiers.From) a tier or limits of their own, ahead of Tiers.Keys and
 	// of the tier a token's claim names. Needs Tiers.From.
@@ -146,6 +149,19 @@ type Options struct {
 	Deny []*List
 }
 
+// Tracer starts the spans of traces, such as OpenTelemetry's: a span
+// named sluice.decide for each decision, with the attributes sluice.rules
+// (the rules decided), sluice.outcomes (each one's outcome) and
+// sluice.verdict (admitted, refused or unavailable), and under it one span
+// per store call, named sluice.store. and the operation (peek, reserve,
+// take_all, take, cancel), with the attribute sluice.rule. No span or
+// attribute carries a key. Sluice's server adapts OpenTelemetry to it, so
+// that this package does not depend on it.
+type Tracer = engine.Tracer
+
+// Span is a span a Tracer started.
+type Span = engine.Span
+
 // Identity verifies the credentials a request carries (see
 // Options.Identity).
 type Identity interface {
@@ -161,13 +177,7 @@ type Identity interface {
 
 // ErrFailedClosed is the RuleEvent.Err of a rule whose store could not
 // decide and denied the request for it (see Options.FailClosed).
-var ErrFailedClosed = errors.New("httplimit: the store could not decide and failed closed")
-
-// closedFailer is implemented by stores whose Degraded denials are failures
-// to decide rather than limits (redisstore.Store).
-type closedFailer interface {
-	FailsClosed() bool
-}
+var ErrFailedClosed = engine.ErrFailedClosed
 
 // Limiter is the middleware: build one with New, wrap handlers with Handler.
 type Limiter struct {
@@ -178,10 +188,9 @@ type Limiter struct {
 	headers    Headers
 	overLimit  string
 	failClosed bool
+	eng        *engine.Engine
 	// caseSensitive: paths are matched and keyed as sent, not lower-cased.
 	caseSensitive bool
-	// storeFailsClosed: the store's Degraded denials are failures.
-	storeFailsClosed bool
 	// hasConc: some rule is a concurrency rule.
 	hasConc   bool
 	obs       Observer
@@ -200,12 +209,10 @@ type compiled struct {
 	conc  *sluice.Concurrency // for a concurrency rule; with def, its rate is decided with its slot
 }
 
-// tierPolicy is a rule's policy for one tier, with its RateLimit-Policy item
-// rendered once.
+// tierPolicy is a rule's policy for one tier.
 type tierPolicy struct {
 	policy *sluice.Policy
 	lim    *sluice.Limiter
-	item   string // `"name";q=20;w=10`
 	// anchors holds the policy's copies for the billing anchors requests
 	// named (Tiers.Anchor); nil unless its limit is a calendar quota.
 	anchors *anchorCache
@@ -250,7 +257,7 @@ func (tp *tierPolicy) withAnchor(a calendar.Anchor) *tierPolicy {
 		if err != nil {
 			return tp
 		}
-		out = &tierPolicy{policy: p, lim: sl, item: tp.item}
+		out = &tierPolicy{policy: p, lim: sl}
 	}
 	v, loaded := c.m.LoadOrStore(a, out)
 	if !loaded {
@@ -283,9 +290,7 @@ func New(opts Options) (*Limiter, error) {
 		}
 	}
 	l.leaseObs, _ = opts.Observer.(LeaseObserver)
-	if fc, ok := opts.Store.(closedFailer); ok {
-		l.storeFailsClosed = fc.FailsClosed()
-	}
+	l.eng = engine.New(opts.Store, engine.Options{FailClosed: opts.FailClosed, Tracer: opts.Tracer})
 	if l.ip == nil {
 		r, err := clientip.New(clientip.Options{})
 		if err != nil {
@@ -308,16 +313,19 @@ func New(opts Options) (*Limiter, error) {
 		if err := l.tiers.From.validate(); err != nil {
 			return nil, fmt.Errorf("tiers: %w", err)
 		}
-		if l.tiers.From.Source == SourceGlobal {
-			return nil, fmt.Errorf("%w: tiers cannot come from the global key part", ErrInvalidRule)
+		if why := l.tiers.From.source().notTier; why != "" {
+			return nil, fmt.Errorf("%w: tiers cannot come from the %s key part: %s", ErrInvalidRule, l.tiers.From, why)
 		}
 	}
 	if l.tiers.Client != (KeyPart{}) {
 		if err := l.tiers.Client.validate(); err != nil {
 			return nil, fmt.Errorf("tiers: client: %w", err)
 		}
-		if l.tiers.Client.Source == SourceGlobal || l.tiers.From == (KeyPart{}) {
-			return nil, fmt.Errorf("%w: tiers: the client needs tiers from a request attribute, and cannot be the global key part", ErrInvalidRule)
+		if l.tiers.From == (KeyPart{}) {
+			return nil, fmt.Errorf("%w: tiers: the client needs tiers from a request attribute", ErrInvalidRule)
+		}
+		if why := l.tiers.Client.source().notTier; why != "" {
+			return nil, fmt.Errorf("%w: tiers: the client cannot be the %s key part: %s", ErrInvalidRule, l.tiers.Client, why)
 		}
 	}
 	usesJWT := l.tiers.From.Source == SourceJWT || l.tiers.Client.Source == SourceJWT
@@ -427,7 +435,7 @@ func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pe
 	if err != nil {
 		return nil, err
 	}
-	tp := &tierPolicy{policy: p, lim: sl, item: policyItem(name, lim)}
+	tp := &tierPolicy{policy: p, lim: sl}
 	if lim.Calendar != nil {
 		tp.anchors = &anchorCache{store: store}
 	}
@@ -538,14 +546,12 @@ type RuleEvent struct {
 type call struct {
 	ev       Event
 	keyBuf   []byte
-	hdrBuf   []byte
 	events   []RuleEvent
 	rules    []*compiled
 	policies []*tierPolicy
-	reqs     []sluice.Request
-	out      []sluice.Decision
-	idx      []int // events index of each request in reqs
-	resv     []sluice.Reservation
+	check    []int // the engine's check of each event, or -1
+	eng      engine.Call
+	fields   []engine.Field
 	leases   []*sluice.Lease
 	soft     []byte
 	cw       countWriter // see serveCounted
@@ -559,12 +565,9 @@ func (c *call) reset() {
 	c.policies = c.policies[:0]
 	clear(c.rules)
 	c.rules = c.rules[:0]
-	clear(c.reqs)
-	c.reqs = c.reqs[:0]
-	c.out = c.out[:0]
-	c.idx = c.idx[:0]
-	clear(c.resv)
-	c.resv = c.resv[:0]
+	c.check = c.check[:0]
+	c.eng.Reset()
+	c.fields = c.fields[:0]
 	clear(c.leases)
 	c.leases = c.leases[:0]
 	c.keyBuf = c.keyBuf[:0]
@@ -576,7 +579,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if _, ok := r.Header[l.overLimit]; ok {
 		r.Header.Del(l.overLimit)
 	}
-	p := l.matchPath(r)
+	q := l.newRequest(r)
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
 
@@ -584,16 +587,15 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if l.obs != nil {
 		start = time.Now()
 	}
-	var lists listState
 	if len(l.deny) > 0 {
-		if li := l.onList(l.deny, r, &lists); li != nil {
+		if li := onList(l.deny, &q); li != nil {
 			c.ev = Event{Outcome: OutcomeDenied, List: li.Name}
 			l.observe(r, &c.ev, start)
 			l.forbid(w)
 			return
 		}
 	}
-	exempt := l.match(c, r, p, &lists)
+	exempt := l.match(c, &q)
 	if len(c.events) == 0 {
 		next.ServeHTTP(w, r)
 		return
@@ -613,31 +615,30 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		return
 	}
 	ctx := context.WithoutCancel(r.Context()) // see Handler
-	denied, closed, failed := l.decideAll(ctx, c)
-	switch {
-	case (failed && l.failClosed) || (closed && !denied):
+	switch l.decide(ctx, c) {
+	case engine.Unavailable:
 		ev.Outcome = OutcomeError
 		l.cancel(ctx, c)
 		l.observe(r, ev, start)
 		l.unavailable(w, c)
 		return
-	case denied:
+	case engine.Refused:
 		ev.Outcome = OutcomeLimited
 		l.cancel(ctx, c)
 		l.observe(r, ev, start)
 		l.reject(w, c)
 		return
-	case failed:
+	}
+	if c.eng.Failed {
 		ev.Outcome = OutcomeError
 	}
 	if l.obs != nil {
 		ev.Latency = time.Since(start)
 	}
-	l.chargeNonBlocking(ctx, c)
 	if len(c.soft) > 0 {
 		r.Header.Set(l.overLimit, string(c.soft))
 	}
-	if delay := c.maxDelay(); delay > 0 {
+	if delay := c.eng.MaxDelay(); delay > 0 {
 		waitStart := time.Now()
 		t := time.NewTimer(delay)
 		select {
@@ -689,28 +690,20 @@ func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 	}
 }
 
-// match collects the rules that apply to r, whose path as rules see it
-// (cleaned, and lower-cased unless paths are case-sensitive) is p, with
-// their keys and policies, into c, stopping at the first Exempt rule. It
-// reports whether an Exempt rule matched. The "path" key part is p, so
-// that every spelling of a path that a rule matches as one shares one
-// counter.
-func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bool {
-	var (
-		client  = clientState{lists: lists}
-		ipStart = -1
-		ipEnd   int
-	)
+// match collects the rules that apply to the request, with their keys and
+// policies, into c, stopping at the first Exempt rule. It reports whether
+// an Exempt rule matched.
+func (l *Limiter) match(c *call, q *request) bool {
 	type span struct{ i, j int }
 	var spansArr [16]span
 	spans := spansArr[:0]
 	for i := range l.rules {
 		rule := &l.rules[i]
-		if !rule.Match.matches(r, p) {
+		if !rule.Match.matches(q.r, q.path) {
 			continue
 		}
 		if len(rule.Allow) > 0 {
-			if li := l.onList(rule.Allow, r, lists); li != nil {
+			if li := onList(rule.Allow, q); li != nil {
 				c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Outcome: OutcomeAllowListed, List: li.Name})
 				c.policies = append(c.policies, nil)
 				c.rules = append(c.rules, rule)
@@ -730,33 +723,22 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			ruleTier string
 		)
 		if rule.conc == nil || rule.def != nil {
-			tp, ruleTier = l.policyOf(rule, r, &client)
+			tp, ruleTier = l.policyOf(rule, q)
 		}
 		start := len(c.keyBuf)
 		skip := false
 		for _, k := range rule.Key {
-			switch {
-			case k.Source == SourceIP:
-				ipStart, ipEnd = l.appendIP(c, r, lists, ipStart, ipEnd)
-			default:
-				v, ok := p, true
-				switch k.Source {
-				case SourcePath:
-				case SourceJWT:
-					v, ok = l.claim(r, &client, k.Name)
-				default:
-					v, ok = k.value(r)
-				}
-				switch {
-				case ok:
-					c.keyBuf = appendValue(c.keyBuf, tagOf(k), v)
-				case rule.Missing == MissingSkip:
-					skip = true
-				default:
-					c.keyBuf = append(c.keyBuf, 'm')
-					ipStart, ipEnd = l.appendIP(c, r, lists, ipStart, ipEnd)
-				}
+			var ok bool
+			if c.keyBuf, ok = k.appendKey(q, c.keyBuf); ok {
+				continue
 			}
+			if rule.Missing == MissingSkip {
+				skip = true
+				break
+			}
+			// Keyed by the client's address in place of the missing
+			// part, marked so that it never meets a value's key.
+			c.keyBuf, _ = IP().appendKey(q, append(c.keyBuf, 'm'))
 		}
 		if skip {
 			c.keyBuf = c.keyBuf[:start]
@@ -766,11 +748,7 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 			spans = append(spans, span{start, start})
 			continue
 		}
-		action := rule.Action
-		if rule.Enforce != nil && !rule.Enforce.EnforcesBytes(rule.Name, c.keyBuf[start:]) {
-			action = Shadow // a key the rollout leaves in shadow mode
-		}
-		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: action, Tier: ruleTier, Outcome: OutcomeAllowed})
+		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Tier: ruleTier, Outcome: OutcomeAllowed})
 		c.policies = append(c.policies, tp)
 		c.rules = append(c.rules, rule)
 		spans = append(spans, span{start, len(c.keyBuf)})
@@ -778,176 +756,81 @@ func (l *Limiter) match(c *call, r *http.Request, p string, lists *listState) bo
 	if len(spans) > 0 {
 		keys := string(c.keyBuf) // one allocation for every key of the request
 		for i, s := range spans {
-			c.events[i].Key = keys[s.i:s.j]
+			e := &c.events[i]
+			e.Key = keys[s.i:s.j]
+			if en := c.rules[i].Enforce; en != nil && e.Outcome == OutcomeAllowed && !en.Enforces(e.Rule, e.Key) {
+				e.Action = Shadow // a key the rollout leaves in shadow mode
+			}
 		}
 	}
 	return len(c.events) > 0 && c.events[len(c.events)-1].Action == Exempt
 }
 
-// appendIP appends the client's IP key part, copying it from an earlier
-// part of the buffer when another rule already computed it. The client's
-// address is found once per request, for the keys and the address lists
-// alike (lists).
-func (l *Limiter) appendIP(c *call, r *http.Request, lists *listState, start, end int) (int, int) {
-	if start >= 0 {
-		c.keyBuf = append(c.keyBuf, c.keyBuf[start:end]...)
-		return len(c.keyBuf) - (end - start), len(c.keyBuf)
-	}
-	s := len(c.keyBuf)
-	c.keyBuf = append(c.keyBuf, 'i')
-	if a := l.clientAddr(r, lists); a.IsValid() {
-		c.keyBuf = l.ip.Key(a).AppendTo(c.keyBuf)
-	} else {
-		// No usable connection address (a Unix socket, say): key by what
-		// there is, so such requests still share a bounded counter.
-		c.keyBuf = appendValue(c.keyBuf[:s], 'u', r.RemoteAddr)
-	}
-	return s, len(c.keyBuf)
-}
-
-func tagOf(k KeyPart) byte {
-	return "?ihqcmpsgj"[k.Source]
-}
-
-// decide charges the Delay and Reject rules: all of them or none. It
-// reports whether a rule denied the request, whether the store failed
-// closed for one (a Degraded denial from a store that fails closed: the
-// request is refused, but no limit denied it), and whether a store error let
-// a rule through unchecked.
-func (l *Limiter) decide(ctx context.Context, c *call) (denied, closed, failed bool) {
+// decide decides the request's rate rules on the engine: a Delay rule
+// reserves its turn, a Reject rule is charged with the others (or, with
+// Count and not in reserve mode, checked now and charged once its response
+// is known), a Shadow or Soft rule is charged only if the request is
+// admitted (or checked, with Count). It records each rule's outcome and
+// decision in its event, and the Soft rules the request is over.
+func (l *Limiter) decide(ctx context.Context, c *call) engine.Verdict {
 	for i := range c.events {
-		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || e.Action != Delay || c.rules[i].conc != nil {
+		e, tp, rule := &c.events[i], c.policies[i], c.rules[i]
+		if tp == nil || rule.conc != nil || e.Outcome != OutcomeAllowed {
+			c.check = append(c.check, -1)
 			continue
 		}
-		res, err := tp.lim.Reserve(ctx, e.Key, 1, c.rules[i].MaxDelay)
-		switch {
-		case err != nil:
-			e.Outcome, e.Err, failed = OutcomeError, err, true
-		case !res.Allowed && res.Degraded && l.storeFailsClosed:
-			e.Outcome, e.Decision, e.Err = OutcomeError, res.Decision, ErrFailedClosed
-			l.skipRest(c, i+1)
-			return false, true, failed
-		case !res.Allowed:
-			e.Outcome, e.Decision = OutcomeLimited, res.Decision
-			l.skipRest(c, i+1)
-			return true, false, failed
-		default:
-			e.Decision = res.Decision
-			if res.Delay > 0 {
-				e.Outcome = OutcomeDelayed
+		ch := engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name}
+		counted := rule.Count != nil
+		switch e.Action {
+		case Delay:
+			ch.Mode, ch.MaxDelay = engine.Delay, rule.MaxDelay
+		case Reject:
+			if ch.Mode = engine.Enforce; counted && !c.reserves(i) {
+				ch.Mode = engine.Probe
 			}
-			c.resv = append(c.resv, res)
+		default: // Shadow, Soft
+			if ch.Mode = engine.Shadow; counted {
+				// A Count rule's key in shadow mode (Rule.Enforce) is
+				// checked now and charged once its response matches, as
+				// an enforced key is in CountAfter mode.
+				ch.Mode = engine.ShadowProbe
+			}
 		}
+		c.check = append(c.check, c.eng.Add(ch))
 	}
-	for i := range c.events {
-		if c.policies[i] != nil && c.events[i].Action == Reject && c.rules[i].conc == nil && (c.rules[i].Count == nil || c.reserves(i)) {
-			c.reqs = append(c.reqs, sluice.Request{Policy: c.policies[i].policy, Key: c.events[i].Key, N: 1})
-			c.idx = append(c.idx, i)
-		}
-	}
-	if len(c.reqs) == 0 {
-		return false, false, failed
-	}
-	if cap(c.out) < len(c.reqs) {
-		c.out = make([]sluice.Decision, len(c.reqs))
-	}
-	c.out = c.out[:len(c.reqs)]
-	clear(c.out)
-	ok, err := sluice.TakeAll(ctx, l.store, c.reqs, c.out)
-	for j, i := range c.idx {
-		e := &c.events[i]
-		switch {
-		case err != nil:
-			e.Outcome, e.Err, failed = OutcomeError, err, true
-		case ok:
-			e.Decision = c.out[j]
-		case !c.out[j].Allowed && c.out[j].Degraded && l.storeFailsClosed:
-			e.Outcome, e.Decision, e.Err = OutcomeError, c.out[j], ErrFailedClosed
-			closed = true
-		case !c.out[j].Allowed && !c.out[j].Time.IsZero(): // a zero Decision was not decided
-			e.Outcome, e.Decision = OutcomeLimited, c.out[j]
-			denied = true
-		default:
-			e.Outcome, e.Decision = OutcomeSkipped, c.out[j]
-		}
-	}
-	if err == nil && !ok {
-		l.skipRest(c, 0)
-		// Refused: by a limit, unless every denial was the store failing
-		// closed.
-		return denied || !closed, closed, failed
-	}
-	return false, false, failed
-}
-
-// skipRest marks the Shadow and Soft rules, and the undecided rules from
-// index from on, as skipped: the request is rejected and charged to none.
-func (l *Limiter) skipRest(c *call, from int) {
-	for i := range c.events {
-		e := &c.events[i]
-		if c.policies[i] == nil {
+	v, _ := l.eng.Decide(ctx, &c.eng) // errors are in the results: never StopOnError
+	for i, j := range c.check {
+		if j < 0 {
 			continue
 		}
-		if e.Action == Shadow || e.Action == Soft || (i >= from && e.Outcome == OutcomeAllowed && e.Decision.Time.IsZero()) {
+		e, r := &c.events[i], &c.eng.Results[j]
+		e.Decision, e.Err = r.Decision, r.Err
+		switch r.Outcome {
+		case engine.Limited:
+			e.Outcome = OutcomeLimited
+		case engine.Delayed:
+			e.Outcome = OutcomeDelayed
+		case engine.Skipped:
 			e.Outcome = OutcomeSkipped
+		case engine.Error:
+			e.Outcome = OutcomeError
+		case engine.ShadowLimited:
+			if e.Outcome = OutcomeShadowLimited; e.Action == Soft {
+				e.Outcome = OutcomeSoftLimited
+				if len(c.soft) > 0 {
+					c.soft = append(c.soft, ", "...)
+				}
+				c.soft = append(c.soft, e.Rule...)
+			}
 		}
 	}
+	return v
 }
 
 // cancel gives back the quota of every reservation of a request that will
 // not be served.
 func (l *Limiter) cancel(ctx context.Context, c *call) {
-	for i := range c.resv {
-		_ = c.resv[i].Cancel(ctx) // the quota is lost at worst; the request is refused either way
-	}
-}
-
-// chargeNonBlocking charges the Shadow and Soft rules of an admitted request
-// and notes the Soft rules it is over.
-func (l *Limiter) chargeNonBlocking(ctx context.Context, c *call) {
-	for i := range c.events {
-		e, tp := &c.events[i], c.policies[i]
-		if tp == nil || (e.Action != Shadow && e.Action != Soft) {
-			continue
-		}
-		var d sluice.Decision
-		var err error
-		if c.rules[i].Count != nil {
-			// A Count rule's key in shadow mode (Rule.Enforce) is checked
-			// now and charged once its response matches, as an enforced
-			// key is in CountAfter mode.
-			d, err = tp.lim.Peek(ctx, e.Key)
-		} else {
-			d, err = tp.lim.Allow(ctx, e.Key)
-		}
-		e.Decision, e.Err = d, err
-		switch {
-		case err != nil:
-			e.Outcome = OutcomeError
-		case !d.Allowed && d.Degraded && l.storeFailsClosed:
-			// Not over the limit: the store could not tell.
-			e.Outcome, e.Err = OutcomeError, ErrFailedClosed
-		case d.Allowed:
-		case e.Action == Shadow:
-			e.Outcome = OutcomeShadowLimited
-		default:
-			e.Outcome = OutcomeSoftLimited
-			if len(c.soft) > 0 {
-				c.soft = append(c.soft, ", "...)
-			}
-			c.soft = append(c.soft, e.Rule...)
-		}
-	}
-}
-
-// maxDelay returns the longest wait among the request's reservations.
-func (c *call) maxDelay() time.Duration {
-	var d time.Duration
-	for i := range c.resv {
-		d = max(d, c.resv[i].Delay)
-	}
-	return d
+	l.eng.Cancel(ctx, &c.eng)
 }
 
 // lowerPath returns p in lower case, without allocating when it has no

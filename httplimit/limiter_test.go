@@ -505,6 +505,15 @@ func TestHeaderChoice(t *testing.T) {
 	r = legacy.do(req{target: "/"})
 	eq(t, "no IETF", r.Header.Get("RateLimit"), "")
 	eq(t, "legacy", r.Header.Get("X-RateLimit-Remaining"), "19")
+	// The legacy pair never shows more remaining than its limit: a
+	// bucket's limit there is its burst, what it can hold.
+	eq(t, "legacy limit of a bucket with a burst", r.Header.Get("X-RateLimit-Limit"), "20")
+	small := newEnv(t, httplimit.Options{Headers: httplimit.HeadersLegacy, Rules: []httplimit.Rule{
+		{Name: "small-burst", Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 60, Period: time.Minute, Burst: 5}},
+	}})
+	r = small.do(req{target: "/"})
+	eq(t, "legacy limit of a burst below the rate", r.Header.Get("X-RateLimit-Limit"), "5")
+	eq(t, "legacy remaining of a burst below the rate", r.Header.Get("X-RateLimit-Remaining"), "4")
 	ietf := newEnv(t, httplimit.Options{Rules: rules[:1], Headers: httplimit.HeadersIETF})
 	r = ietf.do(req{target: "/"})
 	eq(t, "IETF with burst", r.Header.Get("RateLimit-Policy"), `"burst";q=10;w=1;sluice-burst=20`)

@@ -47,8 +47,8 @@ func (li *List) validate() error {
 	if li == nil {
 		return fmt.Errorf("%w: nil list", ErrInvalidRule)
 	}
-	if !validName(li.Name) {
-		return fmt.Errorf("%w: list name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, li.Name)
+	if err := CheckName("list", li.Name); err != nil {
+		return err
 	}
 	switch {
 	case li.Addrs == nil && li.Keys == nil:
@@ -57,8 +57,8 @@ func (li *List) validate() error {
 		if err := li.Key.validate(); err != nil {
 			return fmt.Errorf("list %q: %w", li.Name, err)
 		}
-		if li.Key.Source == SourceIP || li.Key.Source == SourceGlobal || li.Key.Source == SourceJWT {
-			return fmt.Errorf("%w: list %q: keys cannot be looked up by %s", ErrInvalidRule, li.Name, li.Key)
+		if why := li.Key.source().notList; why != "" {
+			return fmt.Errorf("%w: list %q: keys cannot be looked up by %s: %s", ErrInvalidRule, li.Name, li.Key, why)
 		}
 	case li.Key != (KeyPart{}):
 		return fmt.Errorf("%w: list %q: a key attribute is only for keys", ErrInvalidRule, li.Name)
@@ -66,34 +66,17 @@ func (li *List) validate() error {
 	return nil
 }
 
-// listState is what a request's list lookups and keys found about its
-// client, computed at most once per request.
-type listState struct {
-	done bool
-	addr netip.Addr // invalid when the client has no usable address
-}
-
-// clientAddr returns r's client address, found once per request; the zero
-// Addr when it has no usable one.
-func (l *Limiter) clientAddr(r *http.Request, st *listState) netip.Addr {
-	if !st.done {
-		st.done = true
-		st.addr, _ = l.ip.Addr(r)
-	}
-	return st.addr
-}
-
-// onList returns the first of lists that r's client is on, or nil.
-func (l *Limiter) onList(lists []*List, r *http.Request, st *listState) *List {
+// onList returns the first of lists that the request's client is on, or nil.
+func onList(lists []*List, q *request) *List {
 	for _, li := range lists {
 		if li.Addrs != nil {
 			// No address: on no address list.
-			if a := l.clientAddr(r, st); a.IsValid() && li.Addrs.Contains(a) {
+			if a := q.clientAddr(); a.IsValid() && li.Addrs.Contains(a) {
 				return li
 			}
 		}
 		if li.Keys != nil {
-			if v, ok := li.Key.value(r); ok && li.Keys.Contains(v) {
+			if v, ok := li.Key.value(q); ok && li.Keys.Contains(v) {
 				return li
 			}
 		}

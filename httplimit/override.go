@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
-	"net/http"
 	"sync"
 
 	"github.com/sluicehq/sluice"
@@ -68,14 +67,16 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 	if store == nil {
 		return nil, fmt.Errorf("%w: no store", ErrInvalidRule)
 	}
-	if o.Tier != "" && !validName(o.Tier) {
-		return nil, fmt.Errorf("%w: tier name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, o.Tier)
+	if o.Tier != "" {
+		if err := CheckName("tier", o.Tier); err != nil {
+			return nil, err
+		}
 	}
 	co := &ClientOverride{client: client, o: Override{Tier: o.Tier, Limits: make(map[string]sluice.Limit, len(o.Limits)), Anchor: o.Anchor},
 		rules: make(map[string]*tierPolicy, len(o.Limits)), store: store}
 	for _, rule := range sortedKeys(o.Limits) {
-		if !validName(rule) {
-			return nil, fmt.Errorf("%w: rule name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, rule)
+		if err := CheckName("rule", rule); err != nil {
+			return nil, err
 		}
 		lim := o.Limits[rule]
 		p, err := sluice.NewPolicy(ClientPolicyName(rule, client), lim)
@@ -89,7 +90,7 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 		if err != nil {
 			return nil, err
 		}
-		co.rules[rule] = &tierPolicy{policy: p, lim: sl, item: policyItem(rule, lim)}
+		co.rules[rule] = &tierPolicy{policy: p, lim: sl}
 		co.o.Limits[rule] = lim
 	}
 	return co, nil
@@ -135,52 +136,36 @@ func (c *ClientOverride) withAnchor(tp *tierPolicy) *tierPolicy {
 	out := tp
 	if p := tp.policy.WithAnchor(*c.o.Anchor); p != tp.policy {
 		if sl, err := sluice.NewWithPolicy(c.store, p); err == nil {
-			out = &tierPolicy{policy: p, lim: sl, item: tp.item}
+			out = &tierPolicy{policy: p, lim: sl}
 		}
 	}
 	v, _ := c.anchored.LoadOrStore(tp, out)
 	return v.(*tierPolicy)
 }
 
-// clientState is what a request's tier lookup and identity found, each
-// computed at most once per request.
-type clientState struct {
-	done bool
-	tier string
-	ov   *ClientOverride
-
-	verified bool              // claims holds Identity.Claims
-	claims   map[string]string // nil without a verified token
-
-	anchorDone, hasAnchor bool // the request's billing anchor (Tiers.Anchor)
-	anchor                calendar.Anchor
-
-	lists *listState // the request's client address, found once (clientAddr)
-}
-
 // claim returns a claim of the request's verified token and whether it has
 // one that is not empty.
-func (l *Limiter) claim(r *http.Request, st *clientState, name string) (string, bool) {
-	if !st.verified {
-		st.verified = true
-		if l.identity != nil {
-			st.claims = l.identity.Claims(r, l.clientAddr(r, st.lists))
+func (q *request) claim(name string) (string, bool) {
+	if !q.verified {
+		q.verified = true
+		if q.l.identity != nil {
+			q.claims = q.l.identity.Claims(q.r, q.clientAddr())
 		}
 	}
-	v, ok := st.claims[name]
+	v, ok := q.claims[name]
 	return v, ok && v != ""
 }
 
 // policyOf returns the policy of rule that applies to r, and its tier
 // ("" for the rule's default limit): the client's own limit, else its
 // tier's, else the default.
-func (l *Limiter) policyOf(rule *compiled, r *http.Request, st *clientState) (*tierPolicy, string) {
+func (l *Limiter) policyOf(rule *compiled, st *request) (*tierPolicy, string) {
 	if len(rule.tiers) == 0 && l.overrides == nil {
-		return l.requestAnchor(r, st, rule.def), l.tiers.Default
+		return l.requestAnchor(st, rule.def), l.tiers.Default
 	}
-	if !st.done {
-		st.done = true
-		st.tier, st.ov = l.tierOf(r, st)
+	if !st.tierDone {
+		st.tierDone = true
+		st.tier, st.ov = l.tierOf(st)
 	}
 	if tp := st.ov.policy(rule); tp != nil {
 		return tp, OverrideTier
@@ -192,19 +177,19 @@ func (l *Limiter) policyOf(rule *compiled, r *http.Request, st *clientState) (*t
 	if st.ov != nil && st.ov.o.Anchor != nil {
 		return st.ov.withAnchor(tp), tier
 	}
-	return l.requestAnchor(r, st, tp), tier
+	return l.requestAnchor(st, tp), tier
 }
 
 // requestAnchor returns tp with the billing anchor that r names
 // (Tiers.Anchor), or tp when r names none that parses or tp is no
 // calendar quota.
-func (l *Limiter) requestAnchor(r *http.Request, st *clientState, tp *tierPolicy) *tierPolicy {
+func (l *Limiter) requestAnchor(st *request, tp *tierPolicy) *tierPolicy {
 	if tp.anchors == nil || l.tiers.Anchor == (KeyPart{}) {
 		return tp
 	}
 	if !st.anchorDone {
 		st.anchorDone = true
-		if v, ok := l.attr(r, st, l.tiers.Anchor); ok {
+		if v, ok := l.tiers.Anchor.value(st); ok {
 			if a, err := calendar.ParseAnchor(v); err == nil {
 				st.anchor, st.hasAnchor = a, true
 			}
@@ -217,19 +202,19 @@ func (l *Limiter) requestAnchor(r *http.Request, st *clientState, tp *tierPolicy
 }
 
 // tierOf returns the request's tier name and its client's override, if any.
-func (l *Limiter) tierOf(r *http.Request, st *clientState) (string, *ClientOverride) {
+func (l *Limiter) tierOf(st *request) (string, *ClientOverride) {
 	if l.tiers.From == (KeyPart{}) {
 		return l.tiers.Default, nil
 	}
 	var ov *ClientOverride
 	if l.tiers.Client != (KeyPart{}) && l.tiers.Client != l.tiers.From {
-		if client, ok := l.attr(r, st, l.tiers.Client); ok && l.overrides != nil {
+		if client, ok := l.tiers.Client.value(st); ok && l.overrides != nil {
 			if ov = l.overrides.Override(client); ov != nil && ov.o.Tier != "" {
 				return ov.o.Tier, ov
 			}
 		}
 	}
-	v, ok := l.attr(r, st, l.tiers.From)
+	v, ok := l.tiers.From.value(st)
 	if !ok {
 		return l.tiers.Default, ov
 	}
@@ -246,19 +231,4 @@ func (l *Limiter) tierOf(r *http.Request, st *clientState) (string, *ClientOverr
 		return t, ov
 	}
 	return v, ov
-}
-
-// attr returns the request's value of a tier or client attribute and
-// whether it has one.
-func (l *Limiter) attr(r *http.Request, st *clientState, k KeyPart) (string, bool) {
-	switch k.Source {
-	case SourceIP:
-		if a, err := l.ip.Addr(r); err == nil {
-			return a.String(), true
-		}
-		return "", false
-	case SourceJWT:
-		return l.claim(r, st, k.Name)
-	}
-	return k.value(r)
 }

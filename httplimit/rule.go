@@ -198,8 +198,8 @@ type ConcurrencyRule struct {
 // rules (New also checks that names are unique). Errors wrap ErrInvalidRule
 // or sluice.ErrInvalidLimit and name the offending value.
 func (r *Rule) Validate() error {
-	if !validName(r.Name) {
-		return fmt.Errorf("%w: rule name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, r.Name)
+	if err := CheckName("rule", r.Name); err != nil {
+		return err
 	}
 	if int(r.Action) >= len(actionNames) {
 		return fmt.Errorf("%w: rule %q: unknown action %d", ErrInvalidRule, r.Name, r.Action)
@@ -264,8 +264,8 @@ func (r *Rule) Validate() error {
 		return err
 	}
 	for _, t := range sortedKeys(r.Tiers) {
-		if !validName(t) {
-			return fmt.Errorf("%w: rule %q: tier name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, r.Name, t)
+		if err := CheckName("tier", t); err != nil {
+			return fmt.Errorf("rule %q: %w", r.Name, err)
 		}
 		if err := check(t, r.Tiers[t]); err != nil {
 			return err
@@ -289,11 +289,8 @@ func (r *Rule) Validate() error {
 			limits = append(limits, l)
 		}
 		for _, l := range limits {
-			if l.Algorithm == sluice.SlidingWindow || l.Algorithm == sluice.SlidingLog {
-				return fmt.Errorf("%w: rule %q: sync %s needs token_bucket, gcra or fixed_window, not %s", ErrInvalidRule, r.Name, r.Sync.Mode, l.Algorithm)
-			}
-			if l.Calendar != nil {
-				return fmt.Errorf("%w: rule %q: sync %s is not for a calendar quota (period %s)", ErrInvalidRule, r.Name, r.Sync.Mode, l.Calendar)
+			if err := r.Sync.CheckLimit(l); err != nil {
+				return fmt.Errorf("rule %q: %w", r.Name, err)
 			}
 		}
 	}
@@ -308,17 +305,20 @@ func (r *Rule) Validate() error {
 	return r.validateCount()
 }
 
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
+// CheckName returns an error wrapping ErrInvalidRule if name cannot name a
+// rule, tier or list (kind says which): it must be 1 to 64 characters from
+// A-Z a-z 0-9 . _ -, so that it is safe in metrics, logs, headers and
+// Redis key names.
+func CheckName(kind, name string) error {
+	ok := name != "" && len(name) <= 64
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
+	if !ok {
+		return fmt.Errorf("%w: %s name %q must be 1 to 64 characters from A-Z a-z 0-9 . _ -", ErrInvalidRule, kind, name)
 	}
-	return true
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // denyHint remembers a request of cost 1 that a shard denied: its policy
@@ -126,7 +127,7 @@ func (h *denyHint) forget(p *sluice.Policy, k0, k1 uint64) {
 // entries: policies of the same name share every limit's identity, whatever
 // their definitions.
 func sharesState(a, b *sluice.Policy) bool {
-	return a != nil && b != nil && (a == b || a.Slot(0) == b.Slot(0))
+	return a != nil && b != nil && (a == b || storekit.Of(a).Slot(0) == storekit.Of(b).Slot(0))
 }
 
 // clear forgets the hint. The caller holds the shard's lock.
@@ -149,12 +150,12 @@ func (h *denyHint) spare(keep []id, buf *[2*sluice.MaxLimits + 2]id) []id {
 		return keep
 	}
 	out := append(buf[:0], keep...)
-	k0, k1 := h.k0.Load(), h.k1.Load()
-	for i := range p.Len() {
-		out = append(out, entryID(k0, k1, p.Slot(i)))
+	k0, k1, sp := h.k0.Load(), h.k1.Load(), storekit.Of(p)
+	for i := range sp.Len() {
+		out = append(out, entryID(k0, k1, sp.Slot(i)))
 	}
-	if p.PenaltyRef() != nil {
-		out = append(out, entryID(k0, k1, p.PenaltySlot()))
+	if sp.Penalty() != nil {
+		out = append(out, entryID(k0, k1, sp.PenaltySlot()))
 	}
 	return out
 }

@@ -70,6 +70,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // Clock tells the store the time. *clock.Coarse and *clock.Fake implement
@@ -281,67 +282,70 @@ func (s *Store) Evicted() uint64 {
 
 // Take implements sluice.Store.
 func (s *Store) Take(_ context.Context, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
-	if pen := p.PenaltyRef(); pen != nil {
-		return s.takePenalized(p, pen, key, n), nil
+	sp := storekit.Of(p)
+	if pen := sp.Penalty(); pen != nil {
+		return s.takePenalized(p, sp, pen, key, n), nil
 	}
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	if sh.mayHint(p, n) {
 		if i, st, ok := sh.hint.get(p, k0, k1, now); ok {
-			return sluice.MakeDecision(p, i, st, now), nil
+			return sp.Decision(i, st, now), nil
 		}
 	}
 	sh.mu.Lock()
-	i, st := sh.decide(s, p, k0, k1, now, now, n, true, true)
+	i, st := sh.decide(s, sp, k0, k1, now, now, n, true, true)
 	if sh.concerns(st) {
 		sh.note(p, k0, k1, n, now, i, st)
 	}
 	sh.mu.Unlock()
-	return sluice.MakeDecision(p, i, st, now), nil
+	return sp.Decision(i, st, now), nil
 }
 
 // Peek implements sluice.Store.
 func (s *Store) Peek(_ context.Context, p *sluice.Policy, key string) (sluice.Decision, error) {
+	sp := storekit.Of(p)
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
-	if p.PenaltyRef() != nil {
-		if d, ok := sh.blocked(p, k0, k1, 0, now); ok {
+	if sp.Penalty() != nil {
+		if d, ok := sh.blocked(p, sp, k0, k1, 0, now); ok {
 			sh.mu.Unlock()
 			return d, nil
 		}
 	}
-	i, st := sh.decide(s, p, k0, k1, now, now, 0, false, false)
+	i, st := sh.decide(s, sp, k0, k1, now, now, 0, false, false)
 	sh.mu.Unlock()
-	return sluice.MakeDecision(p, i, st, now), nil
+	return sp.Decision(i, st, now), nil
 }
 
 // Reserve implements sluice.Store.
 func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64, maxWait time.Duration) (sluice.Decision, error) {
+	sp := storekit.Of(p)
 	now := s.now()
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if p.PenaltyRef() != nil {
-		if d, ok := sh.blocked(p, k0, k1, 0, now); ok {
+	if sp.Penalty() != nil {
+		if d, ok := sh.blocked(p, sp, k0, k1, 0, now); ok {
 			return d, nil
 		}
 	}
 	sh.hint.clear()
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	var wait int64
-	for i := range p.Len() {
-		k := entryID(k0, k1, p.Slot(i))
-		sh.carryIfStale(s, p.Rule(i), p.Def(i), k, c, now)
-		wait = max(wait, p.Rule(i).Wait(sh.state(k), now, n))
+	for i := range sp.Len() {
+		k := entryID(k0, k1, sp.Slot(i))
+		sh.carryIfStale(s, sp.Rule(i), sp.Def(i), k, c, now)
+		wait = max(wait, sp.Rule(i).Wait(sh.state(k), now, n))
 	}
 	if wait > int64(maxWait) {
-		i, st := sh.decide(s, p, k0, k1, now, now, n, false, true)
+		i, st := sh.decide(s, sp, k0, k1, now, now, n, false, true)
 		st.Allowed, st.RetryAfter = false, wait
-		return sluice.MakeDecision(p, i, st, now), nil
+		return sp.Decision(i, st, now), nil
 	}
-	i, st := sh.decide(s, p, k0, k1, now, now+wait, n, true, true)
-	d := sluice.MakeDecision(p, i, st, now)
+	i, st := sh.decide(s, sp, k0, k1, now, now+wait, n, true, true)
+	d := sp.Decision(i, st, now)
 	d.Delay = time.Duration(wait)
 	d.ResetAfter += d.Delay
 	return d, nil
@@ -349,6 +353,7 @@ func (s *Store) Reserve(_ context.Context, p *sluice.Policy, key string, n int64
 
 // Cancel implements sluice.Store.
 func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64, at time.Time) error {
+	sp := storekit.Of(p)
 	now := s.now()
 	if at.UnixNano() <= now {
 		return nil
@@ -358,14 +363,14 @@ func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64,
 	defer sh.mu.Unlock()
 	sh.hint.clear()
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
-	for i := range p.Len() {
-		k := entryID(k0, k1, p.Slot(i))
-		sh.carryIfStale(s, p.Rule(i), p.Def(i), k, c, now)
+	for i := range sp.Len() {
+		k := entryID(k0, k1, sp.Slot(i))
+		sh.carryIfStale(s, sp.Rule(i), sp.Def(i), k, c, now)
 		j, ok := sh.tab.lookup(k)
 		if !ok {
 			continue
 		}
-		r, e := p.Rule(i), &sh.tab.slots[j]
+		r, e := sp.Rule(i), &sh.tab.slots[j]
 		e.st = r.Refund(e.st, now, n)
 		if e.st == (algo.State{}) {
 			sh.tab.remove(j)
@@ -378,19 +383,20 @@ func (s *Store) Cancel(_ context.Context, p *sluice.Policy, key string, n int64,
 
 // Reset implements sluice.Store.
 func (s *Store) Reset(_ context.Context, p *sluice.Policy, key string) error {
+	sp := storekit.Of(p)
 	k0, k1, sh := s.hash(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.hint.clear()
-	for i := range p.Len() {
-		k := entryID(k0, k1, p.Slot(i))
+	for i := range sp.Len() {
+		k := entryID(k0, k1, sp.Slot(i))
 		if j, ok := sh.tab.lookup(k); ok {
 			sh.tab.remove(j)
 		}
 		delete(sh.logs, k)
 	}
-	if p.PenaltyRef() != nil {
-		if j, ok := sh.tab.lookup(entryID(k0, k1, p.PenaltySlot())); ok {
+	if sp.Penalty() != nil {
+		if j, ok := sh.tab.lookup(entryID(k0, k1, sp.PenaltySlot())); ok {
 			sh.tab.remove(j)
 		}
 	}
@@ -412,7 +418,7 @@ func (sh *shard) state(k id) algo.State {
 // and the carried state written back if write is set. It returns the index
 // and status of the binding limit; durations count from at. The caller
 // holds sh.mu.
-func (sh *shard) decide(s *Store, p *sluice.Policy, k0, k1 uint64, now, at, n int64, commit, write bool) (int, algo.Status) {
+func (sh *shard) decide(s *Store, p storekit.Policy, k0, k1 uint64, now, at, n int64, commit, write bool) (int, algo.Status) {
 	c := clocks{now: s.sec(now, false), seen: sh.tick(), ns: now}
 	if p.Len() == 1 && p.Rule(0).Algorithm() != algo.SlidingLog {
 		return 0, sh.decideOne(s, p, entryID(k0, k1, p.Slot(0)), c, at, n, commit, write)
@@ -443,7 +449,7 @@ type charge struct {
 // write is set. It returns the index and status of the binding limit, and
 // ch with one charge per limit of p appended, for charge to write if the
 // request is to be charged. The caller holds sh.mu.
-func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
+func (sh *shard) evaluate(s *Store, p storekit.Policy, k0, k1 uint64, c clocks, at, n int64, write bool, ch []charge) (int, algo.Status, []charge) {
 	now := c.ns
 	var (
 		sum  algo.Status
@@ -512,7 +518,7 @@ func (sh *shard) evaluate(s *Store, p *sluice.Policy, k0, k1 uint64, c clocks, a
 // n under p at time at, one per limit of p, adding entries as needed. An
 // eviction to make room spares the request's own entries. The caller holds
 // sh.mu.
-func (sh *shard) charge(s *Store, p *sluice.Policy, ch []charge, c clocks, at, n int64) {
+func (sh *shard) charge(s *Store, p storekit.Policy, ch []charge, c clocks, at, n int64) {
 	var ids [sluice.MaxLimits]id
 	for i := range ch {
 		ids[i] = ch[i].k
@@ -532,7 +538,7 @@ func (sh *shard) charge(s *Store, p *sluice.Policy, ch []charge, c clocks, at, n
 
 // decideOne is decide for a policy p of one limit that is not a
 // sliding_log: the common case, kept to one lookup and an update in place.
-func (sh *shard) decideOne(s *Store, p *sluice.Policy, k id, c clocks, at, n int64, commit, write bool) algo.Status {
+func (sh *shard) decideOne(s *Store, p storekit.Policy, k id, c clocks, at, n int64, commit, write bool) algo.Status {
 	r, def := p.Rule(0), p.Def(0)
 	j, found := sh.tab.lookup(k)
 	if found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil {
@@ -629,7 +635,7 @@ func (sh *shard) carry(s *Store, r *algo.Rule, def uint32, k id, c clocks, now i
 	isLog := r.Algorithm() == algo.SlidingLog
 	if j, found := sh.tab.lookup(k); found {
 		e := &sh.tab.slots[j]
-		from, st := sluice.DefRule(e.def), e.st
+		from, st := storekit.DefRule(e.def), e.st
 		if from == nil {
 			st = algo.State{}
 			from = r
@@ -659,7 +665,7 @@ func (sh *shard) carry(s *Store, r *algo.Rule, def uint32, k id, c clocks, now i
 	if lc == nil {
 		return
 	}
-	from := sluice.DefRule(lc.def)
+	from := storekit.DefRule(lc.def)
 	if from == nil || from.Algorithm() != algo.SlidingLog {
 		delete(sh.logs, k)
 		return
@@ -690,7 +696,7 @@ func (sh *shard) carried(r *algo.Rule, k id, now int64) (algo.State, *algo.Log) 
 	isLog := r.Algorithm() == algo.SlidingLog
 	if j, found := sh.tab.lookup(k); found {
 		e := &sh.tab.slots[j]
-		from := sluice.DefRule(e.def)
+		from := storekit.DefRule(e.def)
 		switch {
 		case from == nil && isLog:
 			return algo.State{}, &algo.Log{}
@@ -706,7 +712,7 @@ func (sh *shard) carried(r *algo.Rule, k id, now int64) (algo.State, *algo.Log) 
 	lc := sh.logs[k]
 	var from *algo.Rule
 	if lc != nil {
-		from = sluice.DefRule(lc.def)
+		from = storekit.DefRule(lc.def)
 	}
 	switch {
 	case from == nil && isLog:
@@ -937,7 +943,7 @@ func (sh *shard) offer(v *victim, i uint64, keep []id, c clocks) (free, offered 
 		v.consider(false, i, id{}, worth{penaltyWorth(e.st, c.ns), 1}, c.seen-e.seen)
 		return false, true
 	}
-	w, free := worthOf(sluice.DefRule(e.def), e.st, c.ns)
+	w, free := worthOf(storekit.DefRule(e.def), e.st, c.ns)
 	if free {
 		return true, true
 	}
@@ -961,7 +967,7 @@ logs:
 		if lc.exp <= c.now {
 			return k, true
 		}
-		w, free := logWorthOf(sluice.DefRule(lc.def), &lc.log, c.ns)
+		w, free := logWorthOf(storekit.DefRule(lc.def), &lc.log, c.ns)
 		if free {
 			return k, true
 		}

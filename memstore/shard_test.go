@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // These tests look inside the store: at the table's probe runs, at the
@@ -121,7 +122,7 @@ func TestDeniedDecisionRefreshesRecency(t *testing.T) {
 			k0, k1, sh := s.hash("k")
 			now := sh.ticks
 			for i := range p.Len() {
-				k := entryID(k0, k1, p.Slot(i))
+				k := entryID(k0, k1, storekit.Of(p).Slot(i))
 				var seen uint32
 				if lc := sh.logs[k]; lc != nil {
 					seen = lc.seen
@@ -131,7 +132,7 @@ func TestDeniedDecisionRefreshesRecency(t *testing.T) {
 					t.Fatalf("limit %d: no entry", i)
 				}
 				if seen != now {
-					t.Errorf("limit %d (%s) after a denial at tick %d: seen = tick %d, want %d", i, p.Rule(i), now, seen, now)
+					t.Errorf("limit %d (%s) after a denial at tick %d: seen = tick %d, want %d", i, storekit.Of(p).Rule(i), now, seen, now)
 				}
 			}
 		})

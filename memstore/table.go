@@ -62,7 +62,7 @@ type table struct {
 type entry struct {
 	a    uint64 // id.a; zero marks an empty slot
 	b    uint32 // id.b
-	def  uint32 // the definition that wrote st (sluice.Policy.Def)
+	def  uint32 // the definition that wrote st (storekit.Policy.Def)
 	st   algo.State
 	seen uint32 // the shard's access tick at the last access
 	exp  uint32 // when st is fresh again, seconds since the base, rounded up

@@ -3,18 +3,21 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
 	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/storekit"
 )
 
-// TakeAll decides a batch of requests atomically, as sluice.TakeAll
-// describes: every limit of every request is evaluated and charged, or none
-// is, in one call of the script, so one network round trip. The requests
-// must be for distinct (policy, key) pairs, as sluice.CheckBatch checks.
+var _ sluice.BatchTaker = (*Store)(nil)
+
+// TakeAll implements sluice.BatchTaker: every limit of every request is
+// evaluated and charged, or none is, in one call of the script, so one
+// network round trip.
 //
 // The keys of different requests lie in different Redis Cluster slots, and
 // no script may span slots, so on a Redis Cluster a batch of more than one
@@ -30,20 +33,13 @@ import (
 // without calling Redis, and the other requests are left undecided, as zero
 // Decisions.
 //
-// A batch with a policy that has a penalty (sluice.Penalty) is not atomic
-// either, on any Redis: TakeAll peeks at every request and, if every one
-// would be admitted, takes them one after the other; otherwise it takes
-// the penalized requests that would be denied, so that their denials count
-// as strikes, and charges nothing else. A request racing another between
-// the steps can then be charged although the batch is denied, and a later
-// request denied after earlier ones were charged, as for a store without a
-// TakeAll of its own (see sluice.TakeAll).
-//
-// A batch with a policy in lease or async mode (sluice.Policy.WithSync)
-// is decided request by request in the same way (and takes nothing for
-// strikes), since leases and async views are spent locally: a request is
-// checked against the lease or view in hand (or Redis when there is none)
-// and then taken from it.
+// A batch with a policy that has a penalty (sluice.Penalty), or with a
+// policy in lease or async mode (sluice.Policy.WithSync), whose leases and
+// async views are spent locally, is not decided in one step, on any Redis:
+// TakeAll returns sluice.ErrNotAtomic and sluice.TakeAll decides it
+// request by request (checking every request, then taking them one after
+// the other, or only the penalized requests that would be denied, so that
+// their denials count as strikes).
 //
 // When Redis fails, the batch follows OnError: Local decides it atomically
 // on the fallback store (when that store can), Allow admits it, Deny denies
@@ -52,12 +48,9 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	var cs [8]*compiled
 	comp := cs[:0]
 	limits, script := 0, plainScript
-	if err := sluice.CheckBatch(reqs, out); err != nil {
-		return false, err
-	}
 	penalized, synced := false, false
 	for _, r := range reqs {
-		penalized = penalized || r.Policy.PenaltyRef() != nil
+		penalized = penalized || storekit.Of(r.Policy).Penalty() != nil
 		c := s.compile(r.Policy)
 		if c.err != nil {
 			return false, c.err
@@ -70,15 +63,11 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 	}
 	clear(out[:len(reqs)])
-	if synced {
-		// Leases and async views are spent locally, outside any script:
-		// such a batch is decided request by request.
-		if len(reqs) == 1 {
-			d, err := s.Take(ctx, reqs[0].Policy, reqs[0].Key, reqs[0].N)
-			out[0] = d
-			return d.Allowed && err == nil, err
-		}
-		return sluice.TakeEach(ctx, s, reqs, out)
+	if synced || (penalized && len(reqs) > 1) {
+		// Leases and async views are spent locally, outside any script,
+		// and strikes are counted by each request's own call: such a
+		// batch is decided request by request.
+		return false, fmt.Errorf("redisstore: a batch with a penalty or a sync mode: %w", sluice.ErrNotAtomic)
 	}
 	if s.deny != nil {
 		now := s.localNow()
@@ -91,9 +80,6 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 				return false, nil
 			}
 		}
-	}
-	if penalized && len(reqs) > 1 {
-		return sluice.TakeEach(ctx, s, reqs, out)
 	}
 	if c := s.client(); len(reqs) > 1 && c != nil && c.Mode() == rueidis.ClientModeCluster {
 		return s.checkThenCharge(ctx, reqs, comp, out)
@@ -115,15 +101,10 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	if err != nil {
 		return s.degradeAll(ctx, reqs, comp, out, err)
 	}
-	ok, st := true, res[2:]
-	for i, r := range reqs {
-		nl := len(comp[i].suffixes)
-		d := decide(r.Policy, res[0], st[:4*nl])
-		st = st[4*nl:]
-		out[i] = d
-		ok = ok && d.Allowed
-		if s.deny != nil {
-			s.remember(s.deny.id(comp[i].slots, r.Key), r.N, d)
+	ok := decodeBatch(reqs, res, out)
+	if s.deny != nil {
+		for i, r := range reqs {
+			s.remember(s.deny.id(comp[i].slots, r.Key), r.N, out[i])
 		}
 	}
 	if ok {
@@ -132,6 +113,28 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 		}
 	}
 	return ok, nil
+}
+
+// decodeBatch fills out with the Decisions of a batch call's reply res and
+// reports whether the batch was admitted. On a refused batch nothing was
+// charged: an admitted member tells the units it has now, not those it
+// would have had after the charge (see sluice.BatchTaker).
+func decodeBatch(reqs []sluice.Request, res []int64, out []sluice.Decision) bool {
+	ok, st := true, res[2:]
+	for i, r := range reqs {
+		k := 4 * r.Policy.Len()
+		out[i] = decide(r.Policy, res[0], st[:k])
+		st = st[k:]
+		ok = ok && out[i].Allowed
+	}
+	if !ok {
+		for i, r := range reqs {
+			if out[i].Allowed {
+				out[i].Remaining += r.N
+			}
+		}
+	}
+	return ok
 }
 
 // batchCall decides reqs, of limits limits in all, whole or not at all, in

@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // Counters survive a change of definition exactly as package algo carries
@@ -73,9 +74,9 @@ func TestCarryMatchesGo(t *testing.T) {
 				}
 				clk.Advance(advances[rng.IntN(len(advances))])
 				key := fmt.Sprintf("k%d", rng.IntN(2))
-				capacity := p.Rule(0).Capacity()
+				capacity := storekit.Of(p).Rule(0).Capacity()
 				for i := range p.Len() {
-					capacity = min(capacity, p.Rule(i).Capacity())
+					capacity = min(capacity, storekit.Of(p).Rule(i).Capacity())
 				}
 				n := 1 + rng.Int64N(min(capacity, 3))
 				var got, want sluice.Decision

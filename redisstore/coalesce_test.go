@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // TestEachMatchesTakes holds the script's "each" op, which decides the takes
@@ -58,7 +59,7 @@ func TestEachMatchesTakes(t *testing.T) {
 					continue // a batch holds distinct (policy, key) pairs
 				}
 				seen[p.Name()+"/"+key] = true
-				groups[i] = append(groups[i], sluice.Request{Policy: p, Key: key, N: 1 + rng.Int64N(min(3, p.Rule(0).Capacity()))})
+				groups[i] = append(groups[i], sluice.Request{Policy: p, Key: key, N: 1 + rng.Int64N(min(3, storekit.Of(p).Rule(0).Capacity()))})
 			}
 		}
 		got, err := redisstore.Each(batched, groups)

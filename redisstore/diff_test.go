@@ -12,6 +12,7 @@ import (
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // newStore returns a Redis store on srv that reads time from clk.
@@ -74,11 +75,11 @@ func TestScriptMatchesGo(t *testing.T) {
 				t.Fatal(err)
 			}
 			rng := rand.New(rand.NewPCG(uint64(pi), 7))
-			capacity := p.Rule(0).Capacity()
+			capacity := storekit.Of(p).Rule(0).Capacity()
 			for i := range p.Len() {
-				capacity = min(capacity, p.Rule(i).Capacity())
+				capacity = min(capacity, storekit.Of(p).Rule(i).Capacity())
 			}
-			mean := int64(p.Rule(0).Period()) / max(p.Rule(0).Count(), 1) / int64(time.Microsecond)
+			mean := int64(storekit.Of(p).Rule(0).Period()) / max(storekit.Of(p).Rule(0).Count(), 1) / int64(time.Microsecond)
 			// Reservations, and cancellations of past ones, for policies
 			// that allow them.
 			type reserved struct {

@@ -33,12 +33,8 @@ func Each(s *Store, groups [][]sluice.Request) ([][]sluice.Decision, error) {
 		if w.err != nil {
 			return nil, w.err
 		}
-		st := w.res[2:]
-		for _, r := range groups[i] {
-			k := 4 * r.Policy.Len()
-			out[i] = append(out[i], decide(r.Policy, w.res[0], st[:k]))
-			st = st[k:]
-		}
+		out[i] = make([]sluice.Decision, len(groups[i]))
+		decodeBatch(groups[i], w.res, out[i])
 	}
 	return out, nil
 }

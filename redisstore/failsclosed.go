@@ -1,8 +1,10 @@
 package redisstore
 
+import "github.com/sluicehq/sluice"
+
+var _ sluice.ClosedFailer = (*Store)(nil)
+
 // FailsClosed reports whether a decision Redis could not make is a denial
 // (OnError Deny). Such a denial has Degraded set and says nothing about the
-// client's use of its quota; package httplimit asks this, through an
-// interface of its own, to answer it as the store failing (503) rather than
-// as a limit (429).
+// client's use of its quota (see sluice.ClosedFailer).
 func (s *Store) FailsClosed() bool { return s.onError == Deny }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // The fallback across an outage (Options.OnError Local).
@@ -69,6 +70,7 @@ type tabKey struct{ name, key string }
 type tabEntry struct {
 	mu     sync.Mutex
 	p      *sluice.Policy
+	sp     storekit.Policy // p's limits
 	c      *compiled
 	gone   bool // charged to Redis and out of the table
 	limits []tabLimit
@@ -138,9 +140,9 @@ func (t *tab) record(p *sluice.Policy, c *compiled, key string, n, at int64, d s
 // debt the admissions leave beyond the start's, once both have refilled
 // down to nothing, never shrinks as the start grows.
 func newTabEntry(p *sluice.Policy, c *compiled, n, at int64, d sluice.Decision) *tabEntry {
-	e := &tabEntry{p: p, c: c, limits: make([]tabLimit, p.Len())}
+	e := &tabEntry{p: p, sp: storekit.Of(p), c: c, limits: make([]tabLimit, p.Len())}
 	for i := range e.limits {
-		r, l := p.Rule(i), &e.limits[i]
+		r, l := e.sp.Rule(i), &e.limits[i]
 		known := i == d.Index
 		switch {
 		case r.Algorithm().IsBucket():
@@ -169,7 +171,7 @@ func newTabEntry(p *sluice.Policy, c *compiled, n, at int64, d sluice.Decision) 
 // holds (at the time they fit, which for its debt is the same).
 func (e *tabEntry) add(n, at int64) {
 	for i := range e.limits {
-		r, l := e.p.Rule(i), &e.limits[i]
+		r, l := e.sp.Rule(i), &e.limits[i]
 		switch {
 		case l.log != nil:
 			if r.EvalLog(l.log, at, n).Allowed {
@@ -194,7 +196,7 @@ func (e *tabEntry) charges(now int64) ([]string, bool) {
 	out := make([]string, len(e.limits))
 	some := false
 	for i := range e.limits {
-		r, l := e.p.Rule(i), &e.limits[i]
+		r, l := e.sp.Rule(i), &e.limits[i]
 		var b, f []byte
 		switch {
 		case l.log != nil:
@@ -458,7 +460,7 @@ func (s *Store) mirrorState(ctx context.Context, p *sluice.Policy, key string, r
 	if s.onError != Local {
 		return
 	}
-	burst := p.Rule(0).Burst() // a window's Count
+	burst := storekit.Of(p).Rule(0).Burst() // a window's Count
 	if s.fallback.Reset(ctx, p, key) == nil && remaining < burst {
 		s.fallback.Take(ctx, p, key, min(burst-max(remaining, 0), burst))
 	}

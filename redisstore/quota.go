@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // Quota leases and async counts: the store's side of sluice.SyncLease and
@@ -69,7 +70,7 @@ import (
 // was in at the last sync, to its end as placed on the local clock from the
 // time the sync was sent (never late); the first decision after that end
 // syncs before it decides, so no unit is admitted for a window Redis has
-// not reached. See README "Async mode" for the bound.
+// not reached. See docs/hot-keys.md, "Async mode", for the bound.
 //
 // # Failures
 //
@@ -269,7 +270,7 @@ func quotaArgs(p *sluice.Policy, c *compiled) []string {
 	if p.Sync().Mode == sluice.SyncExact || p.Len() != 1 || c.script != plainScript {
 		return nil
 	}
-	switch p.Rule(0).Algorithm() {
+	switch storekit.Of(p).Rule(0).Algorithm() {
 	case algo.TokenBucket, algo.GCRA, algo.FixedWindow:
 	default:
 		return nil
@@ -474,7 +475,7 @@ func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, k
 		q.local.Add(1)
 		return d, nil
 	}
-	r := p.Rule(0)
+	r := storekit.Of(p).Rule(0)
 	want, life := q.leaseSize(r, rate, n), q.ttl
 	if want == 0 && e.id == "" {
 		// Not hot, and no lease in hand to give back: the request is
@@ -515,7 +516,7 @@ func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, k
 	e.remaining, e.reset, e.at = rep.remaining, rep.reset*us, now
 	s.mirrorState(ctx, p, key, rep.remaining)
 	if rep.granted == 0 {
-		d := sluice.MakeDecision(p, 0, algo.Status{Remaining: rep.remaining, RetryAfter: rep.retry * us, ResetAfter: rep.reset * us}, rep.now*us)
+		d := storekit.Of(p).Decision(0, algo.Status{Remaining: rep.remaining, RetryAfter: rep.retry * us, ResetAfter: rep.reset * us}, rep.now*us)
 		if s.deny != nil {
 			s.remember(s.deny.id(c.slots, key), n, d)
 		}
@@ -578,7 +579,7 @@ func (e *quotaEntry) unlist(q *quotas) {
 func (e *quotaEntry) local(p *sluice.Policy, now int64, wall time.Time) sluice.Decision {
 	return sluice.Decision{
 		Allowed:    true,
-		Limit:      p.Rule(0).Count(),
+		Limit:      storekit.Of(p).Rule(0).Count(),
 		Remaining:  e.remaining + e.units,
 		ResetAfter: time.Duration(max(e.reset-(now-e.at), 0)),
 		Time:       wall,
@@ -627,7 +628,7 @@ func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, ke
 	if !e.viewed {
 		s.quota.watch(s, quotaKey{p.Name(), key}, e)
 	}
-	r := p.Rule(0)
+	r := storekit.Of(p).Rule(0)
 	window := r.Algorithm() == algo.FixedWindow
 	// A window's view ends with its window, as the last sync placed it on
 	// the local clock (never late): the first decision after it syncs, so
@@ -677,7 +678,7 @@ func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, ke
 // looser.
 func (s *Store) sync(ctx context.Context, e *quotaEntry, key string, now int64) error {
 	const us = int64(time.Microsecond)
-	r := e.p.Rule(0)
+	r := storekit.Of(e.p).Rule(0)
 	window := ""
 	if r.Algorithm() == algo.FixedWindow && e.viewed {
 		window = strconv.FormatInt(e.window, 10)
@@ -810,9 +811,9 @@ func (s *Store) peekLocal(p *sluice.Policy, c *compiled, key string) (sluice.Dec
 	switch {
 	case e.units > 0 && now < e.until && !e.lapsed:
 		return e.local(p, now, s.quotaTime(now)), true
-	case e.viewed && !e.syncFailed && now < e.nextSync && (p.Rule(0).Algorithm() != algo.FixedWindow || now < e.windowEnd):
+	case e.viewed && !e.syncFailed && now < e.nextSync && (storekit.Of(p).Rule(0).Algorithm() != algo.FixedWindow || now < e.windowEnd):
 		avail := e.remaining - e.pending
-		d := sluice.Decision{Allowed: avail > 0, Limit: p.Rule(0).Count(), Remaining: max(avail, 0), Time: s.quotaTime(now),
+		d := sluice.Decision{Allowed: avail > 0, Limit: storekit.Of(p).Rule(0).Count(), Remaining: max(avail, 0), Time: s.quotaTime(now),
 			ResetAfter: time.Duration(max(e.reset-(now-e.at), 0))}
 		if !d.Allowed {
 			d.RetryAfter = time.Duration(e.nextSync - now)
@@ -836,7 +837,7 @@ func (s *Store) reserveQuota(ctx context.Context, c *compiled, p *sluice.Policy,
 	}
 	s.mirrorState(ctx, p, key, rep.remaining)
 	wait := time.Duration(rep.retry * us)
-	d := sluice.MakeDecision(p, 0, algo.Status{Allowed: rep.granted > 0, Remaining: rep.remaining, ResetAfter: rep.reset * us}, rep.now*us)
+	d := storekit.Of(p).Decision(0, algo.Status{Allowed: rep.granted > 0, Remaining: rep.remaining, ResetAfter: rep.reset * us}, rep.now*us)
 	if rep.granted == 0 {
 		d.RetryAfter = wait
 		return d, nil

@@ -38,7 +38,7 @@
 // keys decided locally from quota leases taken from Redis, never exceeding
 // its limits; one in sluice.SyncAsync mode is decided locally and its
 // counts sent every interval, within a stated bound. Both run quota.lua;
-// see quota.go for the rules and README ("Hot keys at local speed") for
+// see quota.go for the rules and docs/hot-keys.md for
 // the bounds. Store.QuotaStats reports the units held and the calls made.
 //
 // # Time
@@ -97,8 +97,8 @@
 // key's last call, in lease and async mode), and every request the
 // fallback admits is charged to Redis when it returns, before the key's
 // next decision there and, for every key, from the first call that
-// succeeds (README, "When Redis fails", states the bound). A circuit
-// breaker stops calling a Redis that keeps failing
+// succeeds (docs/stores.md, "When Redis comes back", states the bound). A
+// circuit breaker stops calling a Redis that keeps failing
 // (Options.BreakerThreshold failures in a row) and, while open, probes it
 // with a PING about every second (Options.BreakerCooldown, jittered), in
 // the background, however long the outage lasts: decisions go back to
@@ -140,6 +140,7 @@ import (
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/memstore"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // The scripts, each loaded by SHA once per process: sluice.lua runs every
@@ -666,7 +667,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 	}
 	c := &compiled{script: plainScript}
 	for i := range p.Len() {
-		r := p.Rule(i)
+		r := storekit.Of(p).Rule(i)
 		period := int64(r.Period())
 		if err := checkPeriod(r.Period()); err != nil {
 			c.err = fmt.Errorf("policy %q limit %d: %w", p.Name(), i, err)
@@ -693,7 +694,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			strconv.FormatInt(r.Burst(), 10), strconv.FormatInt(r.Count()/g, 10), strconv.FormatInt(us/g, 10), wide, def)
 		c.slots = append(c.slots, definitionSlot(p.Name()+"|"+strconv.Itoa(i)+"|"+def))
 	}
-	if pen := p.PenaltyRef(); pen != nil {
+	if pen := storekit.Of(p).Penalty(); pen != nil {
 		// The penalty record is read and written in the decision's call
 		// (penalty.lua). The deny cache tells the policy from its copy
 		// without a penalty, which shares its limits.
@@ -703,7 +704,7 @@ func (s *Store) compile(p *sluice.Policy) *compiled {
 			blocks[i] = strconv.FormatInt(int64(b/time.Microsecond), 10)
 		}
 		c.pen = []string{strconv.FormatInt(pen.Strikes(), 10), strconv.FormatInt(int64(pen.Forget/time.Microsecond), 10), strings.Join(blocks, ",")}
-		c.slots = append(c.slots, p.PenaltySlot())
+		c.slots = append(c.slots, storekit.Of(p).PenaltySlot())
 	}
 	c.take1 = append([]string{"take", "1", "", "0", strconv.Itoa(len(c.suffixes))}, c.args...)
 	if c.err == nil {
@@ -971,7 +972,7 @@ func decide(p *sluice.Policy, now int64, st []int64) sluice.Decision {
 			sum, bind = st, i
 		}
 	}
-	return sluice.MakeDecision(p, bind, sum, now*us)
+	return storekit.Of(p).Decision(bind, sum, now*us)
 }
 
 // callerDone returns the caller's context error, also when its deadline has
@@ -1011,7 +1012,7 @@ func (s *Store) degrade(ctx context.Context, c *compiled, p *sluice.Policy, key 
 // failed is the answer of OnError Allow or Deny for a request under p.
 func (s *Store) failed(p *sluice.Policy) sluice.Decision {
 	now := time.Now()
-	r := p.Rule(0)
+	r := storekit.Of(p).Rule(0)
 	if s.onError == Allow {
 		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
 	}

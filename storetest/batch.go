@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -9,13 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 )
-
-// atomicBatches is implemented by stores that decide sluice.TakeAll
-// batches themselves; unless Options.BatchesNotAtomic says otherwise, the
-// suite checks them under concurrency too.
-type atomicBatches interface {
-	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
-}
 
 // testTakeAll checks sluice.TakeAll on the store: a batch is charged whole
 // or not at all, whatever algorithms its requests use.
@@ -66,6 +58,12 @@ func (s *suite) testTakeAll(t *testing.T) {
 				undecided := out[0].Time.IsZero() && out[2].Time.IsZero() && out[0] == out[2]
 				if ok || out[1].Allowed || out[1].RetryAfter <= 0 || (!undecided && !out[0].Allowed) {
 					t.Fatalf("third batch for alice: got %v, want denied by perKey alone: %+v", ok, out)
+				}
+				// A refused batch charged nothing: its admitted members
+				// tell the units they have now, on every store.
+				if !undecided && (out[0].Remaining != remaining(perIP, "ip") || out[2].Remaining != remaining(both, "alice")) {
+					t.Fatalf("refused batch: admitted members report remaining %d and %d, want %d and %d (as Peek: nothing was charged)",
+						out[0].Remaining, out[2].Remaining, remaining(perIP, "ip"), remaining(both, "alice"))
 				}
 			}
 			if got := remaining(perIP, "ip"); got != 3 {
@@ -140,11 +138,6 @@ func (s *suite) testTakeAll(t *testing.T) {
 			if ok || !errors.Is(err, c.want) {
 				t.Errorf("%s: got %v, %v; want an error matching %v", c.name, ok, err, c.want)
 			}
-			if b, isBatch := e.store.(atomicBatches); isBatch {
-				if ok, err := b.TakeAll(e.ctx(), c.reqs, out); ok || !errors.Is(err, c.want) {
-					t.Errorf("%s: the store's own TakeAll: got %v, %v; want an error matching %v", c.name, ok, err, c.want)
-				}
-			}
 		}
 		if d, err := e.store.Peek(e.ctx(), p, "k"); err != nil || d.Remaining != 5 {
 			t.Errorf("after invalid batches: %d remaining, %v; want 5 (nothing charged)", d.Remaining, err)
@@ -152,7 +145,7 @@ func (s *suite) testTakeAll(t *testing.T) {
 	})
 	t.Run("concurrent", func(t *testing.T) {
 		e := s.env(t)
-		b, ok := e.store.(atomicBatches)
+		b, ok := e.store.(sluice.BatchTaker)
 		if !ok {
 			t.Skip("the store has no atomic TakeAll; sluice.TakeAll's check-then-charge fallback is not atomic under concurrency")
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // usage is a sequence of requests at given times, used to bring a key into
@@ -185,7 +186,7 @@ func (s *suite) testKeyIsolation(t *testing.T) {
 				l := limit(alg, 2, time.Hour)
 				for _, sep := range []string{":", "|", "/", "#", ".", "-", "_", " ", "{", "}", ","} {
 					probe := e.policy(l) // the suffix a policy's ID adds to its name
-					suffix := strings.TrimPrefix(probe.ID(0), probe.Name())
+					suffix := strings.TrimPrefix(storekit.Of(probe).ID(0), probe.Name())
 					u := e.policy(l).Name()
 					type pair struct {
 						name, key string

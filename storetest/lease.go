@@ -191,10 +191,13 @@ func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int
 		stale, _ := acquire(t, cs[0], "k", true)
 		clk.Advance(time.Second) // stale expires; its slot goes to fresh
 		fresh, _ := acquire(t, cs[1], "k", true)
-		for range 2 {
-			if err := stale.Release(ctx); err != nil {
-				t.Fatal(err)
-			}
+		// The stale lease was lost: its first release says so, and does
+		// not free the slot fresh holds; a second does nothing.
+		if err := stale.Release(ctx); !errors.Is(err, sluice.ErrLeaseLost) {
+			t.Fatalf("releasing an expired lease: got %v, want ErrLeaseLost", err)
+		}
+		if err := stale.Release(ctx); err != nil {
+			t.Fatal(err)
 		}
 		acquire(t, cs[0], "k", false) // fresh still holds the slot
 		for range 2 {
@@ -216,21 +219,24 @@ func RunLeases(t *testing.T, newStores func(t *testing.T, clk *clock.Fake, n int
 		}
 	})
 
-	t.Run("release_held", func(t *testing.T) {
-		// ReleaseHeld tells a lease released in time from one lost.
+	t.Run("release_lost", func(t *testing.T) {
+		// Release tells a lease released in time from one lost.
 		clk, cs := setup(t, 2, 2, time.Second)
 		kept, _ := acquire(t, cs[0], "k", true)
 		lost, _ := acquire(t, cs[1], "k", true)
 		clk.Advance(time.Second - time.Microsecond)
-		if held, err := kept.ReleaseHeld(ctx); err != nil || !held {
-			t.Errorf("released 1µs before expiry: got held %v, %v; want true", held, err)
+		if err := kept.Release(ctx); err != nil {
+			t.Errorf("released 1µs before expiry: got %v, want nil", err)
 		}
-		if held, err := kept.ReleaseHeld(ctx); err != nil || held {
-			t.Errorf("released twice: got held %v, %v; want false", held, err)
+		if err := kept.Release(ctx); err != nil {
+			t.Errorf("released twice: got %v, want nil", err)
 		}
 		clk.Advance(time.Microsecond)
-		if held, err := lost.ReleaseHeld(ctx); err != nil || held {
-			t.Errorf("released at expiry: got held %v, %v; want false", held, err)
+		if err := lost.Release(ctx); !errors.Is(err, sluice.ErrLeaseLost) {
+			t.Errorf("released at expiry: got %v, want ErrLeaseLost", err)
+		}
+		if err := lost.Release(ctx); err != nil {
+			t.Errorf("a lost lease released again: got %v, want nil", err)
 		}
 	})
 

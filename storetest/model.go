@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // model is the reference a store is held to: one key's state under a
@@ -49,7 +50,7 @@ func (m *model) decide(now, n int64) sluice.Decision {
 		bind int
 	)
 	for i := range m.p.Len() {
-		r := m.p.Rule(i)
+		r := storekit.Of(m.p).Rule(i)
 		var st algo.Status
 		if r.Algorithm() == algo.SlidingLog {
 			st = r.EvalLog(&m.logs[i], now, n)
@@ -65,7 +66,7 @@ func (m *model) decide(now, n int64) sluice.Decision {
 	}
 	if sum.Allowed && n > 0 {
 		for i := range m.p.Len() {
-			if r := m.p.Rule(i); r.Algorithm() == algo.SlidingLog {
+			if r := storekit.Of(m.p).Rule(i); r.Algorithm() == algo.SlidingLog {
 				r.Record(&m.logs[i], now, n)
 				m.expiry[i] = r.LogExpiry(&m.logs[i], now)
 			} else {
@@ -75,7 +76,7 @@ func (m *model) decide(now, n int64) sluice.Decision {
 			m.seen[i] = now
 		}
 	}
-	return sluice.MakeDecision(m.p, bind, sum, now)
+	return storekit.Of(m.p).Decision(bind, sum, now)
 }
 
 func (m *model) reset() {
@@ -119,9 +120,9 @@ func (s *suite) testModel(t *testing.T) {
 			var shortest, longest time.Duration = time.Duration(1<<63 - 1), 0
 			capacity := int64(1 << 62)
 			for j := range p.Len() {
-				shortest = min(shortest, p.Rule(j).Period())
-				longest = max(longest, p.Rule(j).Period())
-				capacity = min(capacity, p.Rule(j).Capacity())
+				shortest = min(shortest, storekit.Of(p).Rule(j).Period())
+				longest = max(longest, storekit.Of(p).Rule(j).Period())
+				capacity = min(capacity, storekit.Of(p).Rule(j).Capacity())
 			}
 			m := newModel(p)
 			now := 2 * longest // room to step back without going before the epoch

@@ -92,6 +92,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // epoch is the clock's reading when the suite creates a store: 2023-11-15
@@ -288,7 +289,7 @@ type outcome struct {
 	resetAfter time.Duration
 	delay      time.Duration
 	index      int
-	limit      int64 // zero: the Count of the policy's limit index
+	limit      int64 // zero: the Burst of the policy's limit index (sluice.Decision.Limit)
 }
 
 func allow(remaining int64, resetAfter time.Duration) outcome {
@@ -299,7 +300,8 @@ func deny(remaining int64, retryAfter, resetAfter time.Duration) outcome {
 	return outcome{remaining: remaining, retryAfter: retryAfter, resetAfter: resetAfter}
 }
 
-// by sets the binding limit's index and Count.
+// by sets the binding limit's index and its Burst (its Count for a
+// window), which Decision.Limit reports.
 func (o outcome) by(index int, limit int64) outcome {
 	o.index, o.limit = index, limit
 	return o
@@ -335,7 +337,7 @@ func (s *suite) within(got, want time.Duration) bool {
 func (e *env) check(what string, p *sluice.Policy, d sluice.Decision, w outcome) bool {
 	e.t.Helper()
 	if w.limit == 0 && w.index < p.Len() {
-		w.limit = p.Rule(w.index).Count()
+		w.limit = storekit.Of(p).Rule(w.index).Burst()
 	}
 	var diffs []string
 	field := func(name string, ok bool, got, want any) {

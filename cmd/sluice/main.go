@@ -4,6 +4,7 @@
 //	sluice check-config FILE      validate a config file and exit
 //	sluice client ...             manage per-client overrides (admin API)
 //	sluice key ...                look at or reset a key (admin API)
+//	sluice descriptor ...         look at, reset or override a descriptor (admin API)
 //	sluice version                print the version (also --version)
 //	sluice help [COMMAND]         print the usage, or COMMAND's (also COMMAND -h)
 //

@@ -19,11 +19,12 @@ import (
 	"time"
 )
 
-// buildSluice builds the sluice command into a temporary directory.
-func buildSluice(t *testing.T) string {
+// buildSluice builds the sluice command into a temporary directory, with
+// flags for go build.
+func buildSluice(t *testing.T, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sluice")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", bin, ".")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

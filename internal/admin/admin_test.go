@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,7 @@ import (
 func FuzzAPI(f *testing.F) {
 	store := memstore.New(memstore.Options{})
 	f.Cleanup(func() { store.Close() })
-	set, err := overrides.NewMemory(overrides.Options{Store: store})
+	set, err := overrides.NewClients(overrides.Options{Store: store})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func FuzzAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	dset, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	dset, err := overrides.NewDescriptors(overrides.Options{Store: store})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -74,6 +75,11 @@ func FuzzAPI(f *testing.F) {
 		{"GET", "/admin/v1/descriptors/overrides/api%2Fclient=a", ``},
 		{"DELETE", "/admin/v1/descriptors/overrides/api%2Fclient=a", ``},
 		{"GET", "/admin/v1/descriptors/overrides", ``},
+		{"POST", "/admin/v1/keys/show", `{"request":{"path":"/login","remote_addr":"999.1.1.1:-5"}}`},
+		{"POST", "/admin/v1/keys/show", `{"request":{"path":"/login","remote_addr":"not-an-ip"}}`},
+		{"POST", "/admin/v1/keys/reset", `{"request":{"path":"/login","remote_addr":"1.2.3.4:99999"}}`},
+		{"POST", "/admin/v1/keys/show", `{"request":{"path":"/login","remote_addr":"[2001:db8::1]:x"}}`},
+		{"POST", "/admin/v1/keys/show", `{"request":{"path":"/login","remote_addr":"[::1"}}`},
 	} {
 		f.Add(seed.method, seed.path, seed.body)
 	}
@@ -95,5 +101,26 @@ func FuzzAPI(f *testing.F) {
 		if w.Code != http.StatusNoContent && !redirect && !json.Valid(w.Body.Bytes()) {
 			t.Errorf("%s %s %q: status %d, body not JSON: %q", method, path, body, w.Code, w.Body)
 		}
+		var kb struct {
+			Request *struct {
+				RemoteAddr *string `json:"remote_addr"`
+			} `json:"request"`
+		}
+		if w.Code == http.StatusOK && json.Unmarshal([]byte(body), &kb) == nil && kb.Request != nil && kb.Request.RemoteAddr != nil && !validRemote(*kb.Request.RemoteAddr) {
+			t.Errorf("%s %s %q: status 200 for a remote_addr that is not an IP address (with a port)", method, path, body)
+		}
 	})
+}
+
+// validRemote reports whether s is an IP address, an IP address and a port,
+// or a bracketed IPv6 address.
+func validRemote(s string) bool {
+	if _, err := netip.ParseAddrPort(s); err == nil {
+		return true
+	}
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		s = s[1 : len(s)-1]
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }

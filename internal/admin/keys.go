@@ -3,8 +3,8 @@ package admin
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // keyBody names the keys to show or reset: a rule (or, without one, every
@@ -138,15 +139,15 @@ func keys(w http.ResponseWriter, lim *httplimit.Limiter, b *keyBody) (rules, ks 
 		case b.Rule == "":
 			// Without a rule, the rules the values do not fit are not meant.
 		case errors.Is(err, httplimit.ErrUnknownRule):
-			problem(w, http.StatusNotFound, fmt.Sprintf("no rule is named %q: the rules are %s", b.Rule, strings.Join(lim.Rules(), ", ")))
+			problem.Write(w, http.StatusNotFound, fmt.Sprintf("no rule is named %q: the rules are %s", b.Rule, strings.Join(lim.Rules(), ", ")))
 			return nil, nil, false
 		default:
-			problem(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), httplimit.ErrInvalidKey.Error()+": "))
+			problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), httplimit.ErrInvalidKey.Error()+": "))
 			return nil, nil, false
 		}
 	}
 	if len(rules) == 0 {
-		problem(w, http.StatusBadRequest, fmt.Sprintf("no rule is keyed by %d values", len(b.Key)))
+		problem.Write(w, http.StatusBadRequest, fmt.Sprintf("no rule is keyed by %d values", len(b.Key)))
 		return nil, nil, false
 	}
 	return rules, ks, true
@@ -168,12 +169,9 @@ func request(rb *requestBody) (*http.Request, error) {
 	if strings.ContainsAny(method, " \t\r\n/:") {
 		return nil, fmt.Errorf("request.method %q is not an HTTP method", method)
 	}
-	remote := rb.RemoteAddr
-	if remote == "" {
-		return nil, errors.New("request.remote_addr: required: the address of the client (or of the proxy in front of it)")
-	}
-	if _, _, err := net.SplitHostPort(remote); err != nil {
-		remote = net.JoinHostPort(strings.Trim(remote, "[]"), "0")
+	remote, err := remoteAddr(rb.RemoteAddr)
+	if err != nil {
+		return nil, err
 	}
 	r := &http.Request{Method: method, URL: u, Host: rb.Host, Header: http.Header{}, RemoteAddr: remote, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
 	for k, v := range rb.Headers {
@@ -185,6 +183,29 @@ func request(rb *requestBody) (*http.Request, error) {
 	return r, nil
 }
 
+// remoteAddr checks a request's remote_addr, an IP address with or without
+// a port (an IPv6 address with a port in brackets), and returns it as the
+// gateway's peer address would be: host:port, port 0 when none is given.
+func remoteAddr(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("request.remote_addr: required: the address of the client (or of the proxy in front of it)")
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.String(), nil
+	}
+	host := s
+	if len(s) > 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		host = s[1 : len(s)-1]
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return netip.AddrPortFrom(a, 0).String(), nil
+	}
+	if len(s) > 64 {
+		s = s[:64] + "..."
+	}
+	return "", fmt.Errorf("request.remote_addr %q: want an IP address, optionally with a port from 0 to 65535 (203.0.113.9, 203.0.113.9:443, 2001:db8::1 or [2001:db8::1]:443)", s)
+}
+
 // parse reads and checks a key body; it answers the problem itself.
 func parse(w http.ResponseWriter, r *http.Request) (*keyBody, *http.Request, bool) {
 	var b keyBody
@@ -193,13 +214,13 @@ func parse(w http.ResponseWriter, r *http.Request) (*keyBody, *http.Request, boo
 	}
 	switch {
 	case b.Request != nil && b.Key != nil:
-		problem(w, http.StatusBadRequest, "give key or request, not both")
+		problem.Write(w, http.StatusBadRequest, "give key or request, not both")
 		return nil, nil, false
 	case b.Request == nil && b.Key == nil:
-		problem(w, http.StatusBadRequest, `give key (the values of a rule's key parts, such as {"rule": "login", "key": ["203.0.113.9"]}) or request (method, path, host, headers, remote_addr)`)
+		problem.Write(w, http.StatusBadRequest, `give key (the values of a rule's key parts, such as {"rule": "login", "key": ["203.0.113.9"]}) or request (method, path, host, headers, remote_addr)`)
 		return nil, nil, false
 	case b.Request != nil && b.Client != "":
-		problem(w, http.StatusBadRequest, "client goes with key; a request names its client itself")
+		problem.Write(w, http.StatusBadRequest, "client goes with key; a request names its client itself")
 		return nil, nil, false
 	}
 	if b.Request == nil {
@@ -207,7 +228,7 @@ func parse(w http.ResponseWriter, r *http.Request) (*keyBody, *http.Request, boo
 	}
 	req, err := request(b.Request)
 	if err != nil {
-		problem(w, http.StatusBadRequest, err.Error())
+		problem.Write(w, http.StatusBadRequest, err.Error())
 		return nil, nil, false
 	}
 	return &b, req, true
@@ -222,7 +243,7 @@ func (a *api) showKey(w http.ResponseWriter, r *http.Request, st State) {
 	if req != nil {
 		sts, err := st.Limiter.PeekRequest(r.Context(), req)
 		if err != nil {
-			problem(w, http.StatusServiceUnavailable, err.Error())
+			problem.Write(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 		for _, s := range sts {
@@ -239,7 +260,7 @@ func (a *api) showKey(w http.ResponseWriter, r *http.Request, st State) {
 		for i, rule := range rules {
 			sts, err := st.Limiter.PeekKey(r.Context(), rule, ks[i], ov)
 			if err != nil {
-				problem(w, http.StatusServiceUnavailable, err.Error())
+				problem.Write(w, http.StatusServiceUnavailable, err.Error())
 				return
 			}
 			for _, s := range sts {
@@ -268,7 +289,7 @@ func (a *api) resetKey(w http.ResponseWriter, r *http.Request, st State) {
 	if req != nil {
 		var err error
 		if done, err = st.Limiter.ResetRequest(r.Context(), req, b.Rule); err != nil {
-			problem(w, http.StatusServiceUnavailable, err.Error())
+			problem.Write(w, http.StatusServiceUnavailable, err.Error())
 			return
 		}
 	} else {
@@ -279,7 +300,7 @@ func (a *api) resetKey(w http.ResponseWriter, r *http.Request, st State) {
 		ov := a.override(b.Client)
 		for i, rule := range rules {
 			if err := st.Limiter.ResetKey(r.Context(), rule, ks[i], ov); err != nil {
-				problem(w, http.StatusServiceUnavailable, err.Error())
+				problem.Write(w, http.StatusServiceUnavailable, err.Error())
 				return
 			}
 			done = append(done, rule)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -19,11 +21,20 @@ import (
 	"github.com/sluicehq/sluice/internal/overrides"
 )
 
-const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_file in the config file):
-  sluice client list                          the per-client overrides in force
+// The admin commands' usage: one text for each group (client, key,
+// descriptor), then what every command takes.
+const (
+	clientUsage = `Usage: sluice client COMMAND [ARGUMENTS] [FLAGS]
+
+Per-client overrides, through the admin API (the config file's admin.api
+and admin.token_file turn it on). A CLIENT is a value of the request
+attribute that identifies clients: tiers.client, or tiers.from without it
+(such as an API key); check-config says which.
+
+  sluice client list                          the overrides in force
   sluice client show CLIENT                   one client's override
   sluice client set-tier CLIENT TIER [--until TIME]
-                                              put a client (a value of tiers.from, such as an API key) in a tier
+                                              put a client in a tier that some rule knows
   sluice client set-limit CLIENT --rule RULE --limit N --period DURATION
                  [--algorithm A] [--burst N] [--timezone ZONE] [--until TIME]
                                               give a client its own limit for a rule
@@ -31,12 +42,32 @@ const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_f
                                               start a client's calendar quotas (period: month...) at
                                               its own billing anchor, such as 15T09:00; "" for none
   sluice client remove CLIENT                 remove a client's override
+
+TIME is RFC 3339, such as 2026-12-31T00:00:00Z; after it the override
+no longer applies. DURATION is such as 10s or 1h, or day, week, month or
+year for a calendar quota.
+`
+	keyUsage = `Usage: sluice key COMMAND [--rule RULE] [--client CLIENT] VALUE... [FLAGS]
+
+A key's counters, through the admin API (the config file's admin.api and
+admin.token_file turn it on).
+
   sluice key show [--rule RULE] [--client CLIENT] VALUE...
                                               a key's state under each of its limits, without charging it:
                                               used, remaining, and for calendar quotas the current period
   sluice key reset [--rule RULE] [--client CLIENT] VALUE...
                                               forget a key: its full quota is back
-  sluice descriptor show DOMAIN KEY=VALUE...  a descriptor's counter in the rate-limit service, uncharged
+
+VALUE... are the values of the rule's key parts, in order (an IP address
+for ip; none for global). Without --rule, every rule keyed by that many
+parts. With --client, the client's own limits too.
+`
+	descriptorUsage = `Usage: sluice descriptor COMMAND [DOMAIN KEY=VALUE...] [FLAGS]
+
+The rate-limit service's counters and descriptor overrides, through the
+admin API (the config file's admin.api and admin.token_file turn it on).
+
+  sluice descriptor show DOMAIN KEY=VALUE...  a descriptor's counter, uncharged
   sluice descriptor reset DOMAIN KEY=VALUE... forget it: its full quota is back
   sluice descriptor set-limit DOMAIN KEY=VALUE... --limit N --period DURATION
                  [--algorithm A] [--burst N] [--until TIME]
@@ -45,15 +76,92 @@ const adminUsage = `Usage (the admin API must be on: admin.api and admin.token_f
   sluice descriptor remove DOMAIN KEY=VALUE...
                                               remove a descriptor's override
 
-VALUE... are the values of the rule's key parts, in order (an IP address for
-ip). Without --rule, every rule keyed by that many parts. KEY=VALUE... are
-the entries of one descriptor, in order, as Envoy sends them (split at the
-first =). TIME is RFC 3339,
-such as 2026-12-31T00:00:00Z. Every command takes:
-  --admin URL          the admin listener (default $SLUICE_ADMIN_URL, or http://127.0.0.1:9090)
-  --token-file FILE    the file holding the admin token (default $SLUICE_ADMIN_TOKEN_FILE)
-  --json               print the API's JSON answer
+KEY=VALUE... are the entries of one descriptor, in order, as Envoy sends
+them (split at the first =). TIME is RFC 3339, such as
+2026-12-31T00:00:00Z.
 `
+)
+
+// adminGroups are the admin commands: each group's usage and its
+// subcommands, in the order the usage lists them.
+var adminGroups = map[string]struct {
+	usage string
+	subs  []string
+}{
+	"client":     {clientUsage, []string{"list", "show", "set-tier", "set-limit", "set-anchor", "remove"}},
+	"key":        {keyUsage, []string{"show", "reset"}},
+	"descriptor": {descriptorUsage, []string{"show", "reset", "set-limit", "list", "remove"}},
+}
+
+// adminFlags lists the flags each admin command takes besides --admin,
+// --token-file and --json.
+var adminFlags = map[string][]string{
+	"client set-tier":      {"until"},
+	"client set-anchor":    {"until"},
+	"client set-limit":     {"rule", "limit", "period", "algorithm", "burst", "timezone", "until"},
+	"key show":             {"rule", "client"},
+	"key reset":            {"rule", "client"},
+	"descriptor set-limit": {"limit", "period", "algorithm", "burst", "until"},
+}
+
+// adminArgs are an admin command's flags.
+type adminArgs struct {
+	base, tokenFile                                  string
+	json                                             bool
+	rule, client, until, period, timezone, algorithm string
+	limit, burst                                     int64
+}
+
+// flagSet defines, on a new flag set, the flags every admin command takes
+// and those of the command named group+" "+sub.
+func (a *adminArgs) flagSet(group, sub string) *flag.FlagSet {
+	fs := flag.NewFlagSet("sluice "+group+" "+sub, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&a.base, "admin", envOr("SLUICE_ADMIN_URL", "http://127.0.0.1:9090"), "the admin listener's `URL`; SLUICE_ADMIN_URL sets the default")
+	fs.StringVar(&a.tokenFile, "token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "the `FILE` holding the admin token; SLUICE_ADMIN_TOKEN_FILE sets the default")
+	fs.BoolVar(&a.json, "json", false, "print the API's JSON answer")
+	for _, f := range adminFlags[group+" "+sub] {
+		switch f {
+		case "rule":
+			fs.StringVar(&a.rule, "rule", "", "the `RULE`, by name")
+		case "client":
+			fs.StringVar(&a.client, "client", "", "add this `CLIENT`'s own limits")
+		case "until":
+			fs.StringVar(&a.until, "until", "", "when the override ends (RFC 3339 `TIME`)")
+		case "limit":
+			fs.Int64Var(&a.limit, "limit", 0, "the limit's count `N`, at least 1")
+		case "period":
+			fs.StringVar(&a.period, "period", "", "the limit's `DURATION`, such as 1m, or day, week, month or year")
+		case "timezone":
+			fs.StringVar(&a.timezone, "timezone", "", "the `ZONE` of a calendar period, such as Europe/Berlin (default UTC)")
+		case "algorithm":
+			fs.StringVar(&a.algorithm, "algorithm", "", "the limit's algorithm `A`, such as gcra (default: the rule's)")
+		case "burst":
+			fs.Int64Var(&a.burst, "burst", 0, "the limit's burst `N`, at least 1 (buckets; default: the limit)")
+		}
+	}
+	return fs
+}
+
+// printAdminUsage prints the usage of an admin group: its commands, then
+// every flag they take.
+func printAdminUsage(w io.Writer, group string) {
+	g := adminGroups[group]
+	fmt.Fprint(w, g.usage)
+	fmt.Fprintln(w, "\nFlags (--admin, --token-file and --json for every command):")
+	var a adminArgs
+	all := a.flagSet(group, "")
+	for _, sub := range g.subs {
+		var own adminArgs
+		own.flagSet(group, sub).VisitAll(func(f *flag.Flag) {
+			if all.Lookup(f.Name) == nil {
+				all.Var(f.Value, f.Name, f.Usage)
+			}
+		})
+	}
+	printFlags(w, all)
+}
 
 // adminClient is a command's connection to the admin API.
 type adminClient struct {
@@ -61,177 +169,200 @@ type adminClient struct {
 	token  string
 	json   bool
 	stdout io.Writer
+	stderr io.Writer
 }
 
 // adminCommand runs "sluice client ...", "sluice key ..." and "sluice
-// descriptor ...".
+// descriptor ...". Its checks come in the order a reader fixes them: the
+// command, its flags, its arguments and their values, and only then the
+// token file and the request.
 func adminCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
-		fmt.Fprint(stderr, adminUsage)
-		return 2
+	group := args[0]
+	g := adminGroups[group]
+	usageOf := "sluice " + group
+	if len(args) < 2 {
+		return badUsage(stderr, usageOf, usageOf, "want a command: %s", orList(g.subs))
 	}
-	name := "sluice " + args[0] + " " + args[1]
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, adminUsage) }
-	base := fs.String("admin", envOr("SLUICE_ADMIN_URL", "http://127.0.0.1:9090"), "the admin listener's `URL`")
-	tokenFile := fs.String("token-file", os.Getenv("SLUICE_ADMIN_TOKEN_FILE"), "the `FILE` holding the admin token")
-	asJSON := fs.Bool("json", false, "print the API's JSON answer")
-	rule := fs.String("rule", "", "the `RULE`")
-	client := fs.String("client", "", "for key: add this `CLIENT`'s own limits")
-	until := fs.String("until", "", "when the override ends (RFC 3339 `TIME`)")
-	limit := fs.Int64("limit", 0, "the limit's count `N`")
-	period := fs.String("period", "", "the limit's `DURATION`, such as 1m, or day, week, month or year")
-	timezone := fs.String("timezone", "", "the `ZONE` of a calendar period, such as Europe/Berlin")
-	algorithm := fs.String("algorithm", "", "the limit's algorithm (default: the rule's)")
-	burst := fs.Int64("burst", 0, "the limit's burst `N` (buckets)")
+	sub := args[1]
+	switch sub {
+	case "-h", "-help", "--help", "help":
+		printAdminUsage(stdout, group)
+		return 0
+	}
+	if !slices.Contains(g.subs, sub) {
+		return badUsage(stderr, usageOf, usageOf, "unknown command %q: want %s", sub, orList(g.subs))
+	}
+	name := usageOf + " " + sub
+	usage := func(format string, a ...any) int { return badUsage(stderr, name, usageOf, format, a...) }
+	var a adminArgs
+	fs := a.flagSet(group, sub)
 	pos, err := parseInterspersed(fs, args[2:])
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		printAdminUsage(stdout, group)
+		return 0
+	case err != nil:
+		return usage("%v", err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["limit"] && a.limit < 1 {
+		return usage("--limit %d: want a whole number of at least 1", a.limit)
+	}
+	if set["burst"] && a.burst < 1 {
+		return usage("--burst %d: want a whole number of at least 1", a.burst)
+	}
+	if a.until != "" {
+		if _, err := time.Parse(time.RFC3339, a.until); err != nil {
+			return usage("--until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", a.until)
+		}
+	}
+	if u, err := url.Parse(a.base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usage("--admin %q: want an http:// or https:// URL", a.base)
+	}
+	c := &adminClient{base: strings.TrimRight(a.base, "/") + "/admin/v1", json: a.json, stdout: stdout, stderr: stderr}
+	run, problem := c.command(ctx, group, sub, pos, &a)
+	if problem != "" {
+		return usage("%s", problem)
+	}
+	if a.tokenFile == "" {
+		return usage("want --token-file FILE (or SLUICE_ADMIN_TOKEN_FILE), the file holding the admin token")
+	}
+	tok, err := os.ReadFile(a.tokenFile)
 	if err != nil {
-		return 2
-	}
-	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "%s: %s\n\n%s", name, msg, adminUsage)
-		return 2
-	}
-	if *tokenFile == "" {
-		return usage("--token-file is required (or set SLUICE_ADMIN_TOKEN_FILE)")
-	}
-	tok, err := os.ReadFile(*tokenFile)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: reading the token: %v\n", name, err)
+		fmt.Fprintf(stderr, "%s: %v\n", name, unreadable(a.tokenFile, "the admin token file", err))
 		return 1
 	}
-	u, err := url.Parse(*base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usage(fmt.Sprintf("--admin %q: want an http:// or https:// URL", *base))
-	}
-	if *until != "" {
-		if _, err := time.Parse(time.RFC3339, *until); err != nil {
-			return usage(fmt.Sprintf("--until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *until))
-		}
-	}
-	c := &adminClient{base: strings.TrimRight(*base, "/") + "/admin/v1", token: strings.TrimSpace(string(tok)), json: *asJSON, stdout: stdout}
-	clientURL := func() string { return c.base + "/clients/" + url.PathEscape(pos[0]) }
-	var run func() error
-	switch args[0] + " " + args[1] {
-	case "client list":
-		if len(pos) != 0 {
-			return usage("takes no arguments")
-		}
-		run = func() error { return c.do(ctx, "GET", c.base+"/clients", nil, printClients) }
-	case "client show":
-		if len(pos) != 1 {
-			return usage("want CLIENT")
-		}
-		run = func() error { return c.do(ctx, "GET", clientURL(), nil, printClient) }
-	case "client remove":
-		if len(pos) != 1 {
-			return usage("want CLIENT")
-		}
-		run = func() error {
-			return c.do(ctx, "DELETE", clientURL(), nil, func(w io.Writer, _ []byte) { fmt.Fprintf(w, "removed the override of %s\n", pos[0]) })
-		}
-	case "client set-tier", "client set-anchor":
-		// The override's one field: its tier, or its billing anchor.
-		field := strings.TrimPrefix(args[1], "set-")
-		if len(pos) != 2 {
-			return usage("want CLIENT " + strings.ToUpper(field))
-		}
-		body := map[string]any{field: pos[1]}
-		if *until != "" {
-			body["until"] = *until
-		}
-		run = func() error { return c.do(ctx, "PATCH", clientURL(), body, printClient) }
-	case "client set-limit":
-		if len(pos) != 1 || *rule == "" || *limit == 0 || *period == "" {
-			return usage("want CLIENT --rule RULE --limit N --period DURATION")
-		}
-		l := map[string]any{"limit": *limit, "period": *period}
-		if *algorithm != "" {
-			l["algorithm"] = *algorithm
-		}
-		if *burst != 0 {
-			l["burst"] = *burst
-		}
-		if *timezone != "" {
-			l["timezone"] = *timezone
-		}
-		body := map[string]any{"limits": map[string]any{*rule: l}}
-		if *until != "" {
-			body["until"] = *until
-		}
-		run = func() error { return c.do(ctx, "PATCH", clientURL(), body, printClient) }
-	case "key show", "key reset":
-		if len(pos) == 0 && *rule == "" {
-			return usage("want VALUE... (or --rule for a rule keyed by global alone)")
-		}
-		body := map[string]any{"key": append([]string{}, pos...)}
-		if *rule != "" {
-			body["rule"] = *rule
-		}
-		if *client != "" {
-			body["client"] = *client
-		}
-		if args[1] == "show" {
-			run = func() error { return c.do(ctx, "POST", c.base+"/keys/show", body, printKey) }
-		} else {
-			run = func() error { return c.do(ctx, "POST", c.base+"/keys/reset", body, printReset) }
-		}
-	case "descriptor list":
-		if len(pos) != 0 {
-			return usage("takes no arguments")
-		}
-		run = func() error { return c.do(ctx, "GET", c.base+"/descriptors/overrides", nil, printDescriptors) }
-	case "descriptor show", "descriptor reset", "descriptor remove", "descriptor set-limit":
-		if len(pos) < 2 {
-			return usage("want DOMAIN KEY=VALUE...")
-		}
-		entries := make([]descriptor.Entry, 0, len(pos)-1)
-		for _, p := range pos[1:] {
-			k, v, ok := strings.Cut(p, "=")
-			if !ok || k == "" {
-				return usage(fmt.Sprintf("entry %q: want KEY=VALUE", p))
-			}
-			entries = append(entries, descriptor.Entry{Key: k, Value: v})
-		}
-		body := map[string]any{"domain": pos[0], "entries": entries}
-		ovURL := c.base + "/descriptors/overrides/" + url.PathEscape(overrides.DescriptorID(pos[0], entries))
-		switch args[1] {
-		case "show":
-			run = func() error { return c.do(ctx, "POST", c.base+"/descriptors/show", body, printDescriptorState) }
-		case "reset":
-			run = func() error { return c.do(ctx, "POST", c.base+"/descriptors/reset", body, printDescriptorReset) }
-		case "remove":
-			run = func() error {
-				return c.do(ctx, "DELETE", ovURL, nil, func(w io.Writer, _ []byte) {
-					fmt.Fprintf(w, "removed the override of %s\n", overrides.DescriptorID(pos[0], entries))
-				})
-			}
-		default:
-			if *limit == 0 || *period == "" {
-				return usage("want DOMAIN KEY=VALUE... --limit N --period DURATION")
-			}
-			l := map[string]any{"limit": *limit, "period": *period}
-			if *algorithm != "" {
-				l["algorithm"] = *algorithm
-			}
-			if *burst != 0 {
-				l["burst"] = *burst
-			}
-			body := map[string]any{"limits": []any{l}}
-			if *until != "" {
-				body["until"] = *until
-			}
-			run = func() error { return c.do(ctx, "PUT", ovURL, body, printDescriptor) }
-		}
-	default:
-		return usage(fmt.Sprintf("unknown command %q", args[0]+" "+args[1]))
-	}
+	c.token = strings.TrimSpace(string(tok))
 	if err := run(); err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 1
 	}
 	return 0
+}
+
+// orList writes words as "a, b or c".
+func orList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " or " + words[len(words)-1]
+}
+
+// command checks the arguments pos and flags a of the admin command group
+// sub and returns the request that runs it, or the problem with them.
+func (c *adminClient) command(ctx context.Context, group, sub string, pos []string, a *adminArgs) (run func() error, problem string) {
+	clientURL := func() string { return c.base + "/clients/" + url.PathEscape(pos[0]) }
+	noArgs := func() string {
+		if len(pos) != 0 {
+			return fmt.Sprintf("want no arguments, got %q", strings.Join(pos, " "))
+		}
+		return ""
+	}
+	switch group + " " + sub {
+	case "client list":
+		return func() error { return c.do(ctx, "GET", c.base+"/clients", nil, printClients) }, noArgs()
+	case "client show":
+		if len(pos) != 1 {
+			return nil, "want CLIENT"
+		}
+		return func() error { return c.do(ctx, "GET", clientURL(), nil, printClient) }, ""
+	case "client remove":
+		if len(pos) != 1 {
+			return nil, "want CLIENT"
+		}
+		return func() error {
+			return c.do(ctx, "DELETE", clientURL(), nil, func(w io.Writer, _ []byte) { fmt.Fprintf(w, "removed the override of %s\n", pos[0]) })
+		}, ""
+	case "client set-tier", "client set-anchor":
+		// The override's one field: its tier, or its billing anchor.
+		field := strings.TrimPrefix(sub, "set-")
+		if len(pos) != 2 {
+			return nil, "want CLIENT " + strings.ToUpper(field)
+		}
+		body := map[string]any{field: pos[1]}
+		if a.until != "" {
+			body["until"] = a.until
+		}
+		return func() error { return c.do(ctx, "PATCH", clientURL(), body, c.printClient) }, ""
+	case "client set-limit":
+		if len(pos) != 1 || a.rule == "" || a.limit == 0 || a.period == "" {
+			return nil, "want CLIENT --rule RULE --limit N --period DURATION"
+		}
+		l := a.limitBody()
+		if a.timezone != "" {
+			l["timezone"] = a.timezone
+		}
+		body := map[string]any{"limits": map[string]any{a.rule: l}}
+		if a.until != "" {
+			body["until"] = a.until
+		}
+		return func() error { return c.do(ctx, "PATCH", clientURL(), body, c.printClient) }, ""
+	case "key show", "key reset":
+		if len(pos) == 0 && a.rule == "" {
+			return nil, "want VALUE... (or --rule for a rule keyed by global alone)"
+		}
+		body := map[string]any{"key": append([]string{}, pos...)}
+		if a.rule != "" {
+			body["rule"] = a.rule
+		}
+		if a.client != "" {
+			body["client"] = a.client
+		}
+		if sub == "show" {
+			return func() error { return c.do(ctx, "POST", c.base+"/keys/show", body, printKey) }, ""
+		}
+		return func() error { return c.do(ctx, "POST", c.base+"/keys/reset", body, printReset) }, ""
+	case "descriptor list":
+		return func() error { return c.do(ctx, "GET", c.base+"/descriptors/overrides", nil, printDescriptors) }, noArgs()
+	}
+	// The descriptor commands that name one descriptor.
+	if len(pos) < 2 {
+		return nil, "want DOMAIN KEY=VALUE..."
+	}
+	entries := make([]descriptor.Entry, 0, len(pos)-1)
+	for _, p := range pos[1:] {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Sprintf("entry %q: want KEY=VALUE", p)
+		}
+		entries = append(entries, descriptor.Entry{Key: k, Value: v})
+	}
+	body := map[string]any{"domain": pos[0], "entries": entries}
+	id := overrides.DescriptorID(pos[0], entries)
+	ovURL := c.base + "/descriptors/overrides/" + url.PathEscape(id)
+	switch sub {
+	case "show":
+		return func() error { return c.do(ctx, "POST", c.base+"/descriptors/show", body, printDescriptorState) }, ""
+	case "reset":
+		return func() error { return c.do(ctx, "POST", c.base+"/descriptors/reset", body, printDescriptorReset) }, ""
+	case "remove":
+		return func() error {
+			return c.do(ctx, "DELETE", ovURL, nil, func(w io.Writer, _ []byte) { fmt.Fprintf(w, "removed the override of %s\n", id) })
+		}, ""
+	}
+	// set-limit
+	if a.limit == 0 || a.period == "" {
+		return nil, "want DOMAIN KEY=VALUE... --limit N --period DURATION"
+	}
+	put := map[string]any{"limits": []any{a.limitBody()}}
+	if a.until != "" {
+		put["until"] = a.until
+	}
+	return func() error { return c.do(ctx, "PUT", ovURL, put, printDescriptor) }, ""
+}
+
+// limitBody is the limit that --limit, --period, --algorithm and --burst
+// give, as the API takes it.
+func (a *adminArgs) limitBody() map[string]any {
+	l := map[string]any{"limit": a.limit, "period": a.period}
+	if a.algorithm != "" {
+		l["algorithm"] = a.algorithm
+	}
+	if a.burst != 0 {
+		l["burst"] = a.burst
+	}
+	return l
 }
 
 func envOr(name, def string) string {
@@ -306,6 +437,19 @@ func (c *adminClient) do(ctx context.Context, method, u string, body any, print 
 	}
 	print(c.stdout, b)
 	return nil
+}
+
+// printClient prints an override the API answered, and on stderr the
+// warning it gave with it, if any (an anchor that no calendar quota
+// uses, say).
+func (c *adminClient) printClient(w io.Writer, b []byte) {
+	printClient(w, b)
+	var v struct {
+		Warning string `json:"warning"`
+	}
+	if json.Unmarshal(b, &v) == nil && v.Warning != "" {
+		fmt.Fprintln(c.stderr, "warning:", v.Warning)
+	}
 }
 
 type entryJSON struct {

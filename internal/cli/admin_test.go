@@ -228,3 +228,34 @@ func TestAdminTokenRotates(t *testing.T) {
 		t.Errorf("the old token after rotation: exit %d, %q; want 401", c, errb.String())
 	}
 }
+
+// A billing anchor applies to calendar quotas alone: on a configuration
+// without any, set-anchor sets it and says, on stderr, that it has no
+// effect; once the client has a calendar quota of its own, it says nothing.
+func TestSetAnchorWithoutCalendarQuotas(t *testing.T) {
+	_, admin, tok := serveAdmin(t)
+	run := func(args ...string) (string, string) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		if c := cli.Run(context.Background(), append(args, "--admin", admin, "--token-file", tok), &out, &errb); c != 0 {
+			t.Fatalf("sluice %s: exit %d, stderr %q", strings.Join(args, " "), c, errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	out, warn := run("client", "set-anchor", "k-a", "15T09:00")
+	if !regexpLine(out, "k-a", "15T09:00") {
+		t.Errorf("set-anchor: stdout %q, want the override with its anchor", out)
+	}
+	if want := "warning: the anchor 15T09:00 has no effect: no rule has a calendar quota (period day, week, month or year), nor has the client's own limits\n"; warn != want {
+		t.Errorf("set-anchor without calendar quotas: stderr %q, want %q", warn, want)
+	}
+	run("client", "set-limit", "k-a", "--rule", "api", "--limit", "3", "--period", "month")
+	if _, warn := run("client", "set-anchor", "k-a", "01T00:00"); warn != "" {
+		t.Errorf("set-anchor with a calendar quota of the client's own: stderr %q, want nothing", warn)
+	}
+	// A change that sets no anchor says nothing of the one in force.
+	run("client", "set-anchor", "k-b", "15T09:00")
+	if _, warn := run("client", "set-tier", "k-b", "premium"); warn != "" {
+		t.Errorf("set-tier of a client with an anchor: stderr %q, want nothing", warn)
+	}
+}

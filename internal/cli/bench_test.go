@@ -10,7 +10,8 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/proxy"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // BenchmarkGateway measures what the gateway adds to a proxied request:
@@ -40,7 +41,7 @@ func BenchmarkGateway(b *testing.B) {
 	opts.Upstream = upstream.URL
 	opts.Admin = ""
 	opts.Logger = slog.New(slog.DiscardHandler)
-	g, err := gateway.New(opts)
+	g, err := server.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func BenchmarkGateway(b *testing.B) {
 		name string
 		h    http.Handler
 	}{
-		{"proxy", gateway.Proxy(u, opts.Logger)},
+		{"proxy", proxy.New(u, proxy.Options{Logger: opts.Logger})},
 		{"quickstart", g.Handler()},
 	} {
 		b.Run(c.name, func(b *testing.B) {

@@ -1,43 +1,48 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/filewatch"
 	"github.com/sluicehq/sluice/internal/identity"
+	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // options maps a config file onto the gateway's options.
-func options(cfg *config.Config) (gateway.Options, error) {
+func options(cfg *config.Config) (server.Options, error) {
 	ip, err := clientip.New(cfg.ClientIP)
 	if err != nil {
-		return gateway.Options{}, fmt.Errorf("client_ip: %w", err)
+		return server.Options{}, fmt.Errorf("client_ip: %w", err)
 	}
 	lo := cfg.Limiter
 	lo.ClientIP = ip
-	host := gateway.HostUpstream
+	host := proxy.HostUpstream
 	if cfg.Proxy.PreserveHost {
-		host = gateway.HostPreserve
+		host = proxy.HostPreserve
 	}
 	var id *identity.Options
 	if cfg.JWT != nil {
 		o := cfg.JWT.Options()
 		id = &o
 	}
-	return gateway.Options{
+	return server.Options{
 		Listen:            cfg.Server.Listen,
 		Admin:             cfg.Server.Admin,
 		Upstream:          cfg.Upstream,
 		ShutdownTimeout:   cfg.Server.ShutdownTimeout,
+		ShutdownDelay:     cfg.Server.ShutdownDelay,
 		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout,
 		ReadTimeout:       cfg.Server.ReadTimeout,
 		IdleTimeout:       cfg.Server.IdleTimeout,
-		Proxy: gateway.ProxyOptions{
+		Proxy: proxy.Options{
 			DialTimeout:           cfg.Proxy.DialTimeout,
 			ResponseHeaderTimeout: cfg.Proxy.ResponseHeaderTimeout,
 			IdleConnTimeout:       cfg.Proxy.IdleTimeout,
@@ -50,18 +55,37 @@ func options(cfg *config.Config) (gateway.Options, error) {
 		Limiter:           lo,
 		LogLinesPerSecond: cfg.RejectionLogsPerSecond,
 		AdminAllowRemote:  cfg.Admin.AllowRemote,
+		AdminShowKeys:     cfg.Admin.ShowKeys,
+		AccessLog:         accessLogOptions(cfg.AccessLog),
+		Tracing:           tracingOptions(cfg.Tracing),
 		Service:           serviceOptions(cfg.Service),
 		ForwardAuth:       forwardAuthOptions(cfg.Server.ForwardAuth),
 		Identity:          id,
 	}, nil
 }
 
+// accessLogOptions maps log.access onto the gateway's options.
+func accessLogOptions(a *config.AccessLog) *server.AccessLogOptions {
+	if a == nil {
+		return nil
+	}
+	return &server.AccessLogOptions{Output: a.Output, LinesPerSecond: a.LinesPerSecond, MaxSize: a.MaxSize, MaxBackups: a.MaxBackups, RawKeys: a.RawKeys}
+}
+
+// tracingOptions maps the tracing section onto the gateway's options.
+func tracingOptions(t *config.Tracing) *server.TracingOptions {
+	if t == nil {
+		return nil
+	}
+	return &server.TracingOptions{Endpoint: t.Endpoint, SampleRatio: t.SampleRatio, ServiceName: t.ServiceName}
+}
+
 // serviceOptions maps the service section onto the gateway's options.
-func serviceOptions(s *config.Service) *gateway.ServiceOptions {
+func serviceOptions(s *config.Service) *server.ServiceOptions {
 	if s == nil {
 		return nil
 	}
-	o := &gateway.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable, Anchor: s.Anchor}
+	o := &server.ServiceOptions{GRPC: s.GRPC, HTTP: s.HTTP, Rules: s.Rules, OnStoreError: rls.FailUnavailable, Anchor: s.Anchor}
 	if s.DecideOnError {
 		o.OnStoreError = rls.FailOnError
 	}
@@ -73,6 +97,9 @@ func serviceOptions(s *config.Service) *gateway.ServiceOptions {
 			o.Headers |= rls.HeadersLegacy
 		case "retry_after":
 			o.Headers |= rls.HeadersRetryAfter
+		case "envoy":
+			o.Headers |= rls.HeadersEnvoy
+			o.EnvoyHeaderNames = rls.EnvoyHeaderNames(s.EnvoyHeaders)
 		}
 	}
 	if o.Headers == 0 {
@@ -82,28 +109,45 @@ func serviceOptions(s *config.Service) *gateway.ServiceOptions {
 }
 
 // forwardAuthOptions maps server.forward_auth onto the gateway's options.
-func forwardAuthOptions(fa *config.ForwardAuth) *gateway.ForwardAuthOptions {
+func forwardAuthOptions(fa *config.ForwardAuth) *server.ForwardAuthOptions {
 	if fa == nil {
 		return nil
 	}
-	return &gateway.ForwardAuthOptions{Listen: fa.Listen, TrustedProxies: fa.TrustedProxies}
+	return &server.ForwardAuthOptions{Listen: fa.Listen, TrustedProxies: fa.TrustedProxies}
 }
 
-// check validates the file and summarises it.
+// check validates the file as serve loads it, and summarises it.
 func check(path string) (summary string, warns []string, err error) {
-	cfg, err := config.Load(path)
+	data, err := readConfig(filewatch.New(path, nil, config.MaxSize), path)
 	if err != nil {
 		return "", nil, err
 	}
-	if _, err := options(cfg); err != nil {
+	_, ld, err := loadOptions(path, data)
+	if err != nil {
 		return "", nil, err
 	}
-	if cfg.Admin.API {
-		if _, err := cfg.Admin.Token(path); err != nil {
-			return "", nil, err
-		}
+	return summarize(ld.cfg), ld.warnings, nil
+}
+
+// readConfig reads the config file at path through w, wording a file that
+// cannot be read the same way for serve and check-config: "PATH: cannot
+// read the config file: no such file or directory".
+func readConfig(w *filewatch.Watcher, path string) ([]byte, error) {
+	data, err := w.Read()
+	if err != nil {
+		return nil, unreadable(path, "the config file", err)
 	}
-	return summarize(cfg), warnings(cfg), nil
+	return data, nil
+}
+
+// unreadable words a file that cannot be read: its path, what it is, and
+// why, without the operation the error names ("open PATH: ").
+func unreadable(path, what string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%s: cannot read %s: %w", path, what, err)
 }
 
 // summarize says in a few words what a valid file runs.
@@ -125,7 +169,26 @@ func summarize(cfg *config.Config) string {
 		}
 		parts = append(parts, fmt.Sprintf("rate-limit service with %d domains", n))
 	}
+	if c := overrideClient(cfg); c != "" {
+		parts = append(parts, c)
+	}
 	return strings.Join(append(parts, "store "+cfg.Store.Backend), ", ")
+}
+
+// overrideClient says what identifies a client for the admin API's
+// per-client overrides when the file leaves it implied (no tiers.client):
+// "" when it says so itself, or has no tiers.from and so no overrides.
+func overrideClient(cfg *config.Config) string {
+	t := cfg.Limiter.Tiers
+	switch {
+	case t.From == (httplimit.KeyPart{}):
+		return ""
+	case t.Client == (httplimit.KeyPart{}):
+		return fmt.Sprintf("per-client overrides keyed by %s (tiers.from)", t.From)
+	case t.From.Source == httplimit.SourceJWT && t.Client == httplimit.JWT("sub"):
+		return "per-client overrides keyed by jwt:sub (the token's subject)"
+	}
+	return ""
 }
 
 // warnings lists the settings of a valid file that are risky: check-config
@@ -144,8 +207,12 @@ func warnings(cfg *config.Config) []string {
 			ws = append(ws, fmt.Sprintf("identity.jwt has no %s: any token the keys signed is accepted, including ones issued for other services", strings.Join(missing, " and ")))
 		}
 	}
-	if src := cfg.Limiter.Tiers.From.Source; src != 0 && src != httplimit.SourceJWT && cfg.Limiter.Tiers.Keys == nil {
-		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", cfg.Limiter.Tiers.From))
+	t := cfg.Limiter.Tiers
+	if src := t.From.Source; src != 0 && src != httplimit.SourceJWT && t.Keys == nil {
+		ws = append(ws, fmt.Sprintf("tiers come from %s as sent: make sure a trusted layer in front sets it, or clients can pick their own tier", t.From))
+		if t.Client == (httplimit.KeyPart{}) {
+			ws = append(ws, fmt.Sprintf("per-client overrides (admin API) are keyed by %s, whose values are tier names, not clients: set tiers.client to what identifies a client, such as header:X-API-Key", t.From))
+		}
 	}
 	return ws
 }

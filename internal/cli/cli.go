@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strings"
 )
 
@@ -26,7 +27,10 @@ Usage:
   sluice key ...                 look at or reset a key, through the admin API
   sluice descriptor ...          look at, reset or override a descriptor of the
                                  rate-limit service, through the admin API
+  sluice top                     who is limited, live: each rule's rates and
+                                 its most limited clients, through the admin API
   sluice version                 print the version (also: sluice --version)
+  sluice completion SHELL        print the completion script for bash, zsh or fish
   sluice help [COMMAND]          print this help, or COMMAND's
 
 Every command answers -h with its own usage. The config file format is
@@ -53,12 +57,19 @@ valid but risky.
 
 const versionUsage = `Usage: sluice version
 
-Prints the version of this build of sluice (also: sluice --version).
+Prints the version of this build of sluice (also: sluice --version): the
+module version, the commit it was built from and whether that tree had
+uncommitted changes, and the Go version, as the Go toolchain recorded them.
 `
 
 // Run runs the command line args (without the program name) and returns the
 // process exit code: 0 on success, 1 on failure, 2 on bad usage. serve runs
 // until ctx is done, then shuts down gracefully.
+//
+// Every command answers the same way: asked for help (-h, --help, or
+// "sluice help COMMAND") it prints its usage on stdout and returns 0; given
+// bad usage it prints one line on stderr, naming the command and the
+// problem, and a pointer to its -h, and returns 2.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return RunWithReady(ctx, args, stdout, stderr, nil)
 }
@@ -77,56 +88,83 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return checkConfig(args[1:], stdout, stderr)
 	case "client", "key", "descriptor":
 		return adminCommand(ctx, args, stdout, stderr)
+	case "top":
+		return topCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		return versionCmd(args[1:], stdout, stderr)
+	case "completion":
+		return completionCmd(args[1:], stdout, stderr)
 	case "--version", "-version":
 		return versionCmd(nil, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if len(args) > 1 && args[0] == "help" {
-			// "sluice help CMD" is "sluice CMD -h", so that every command
-			// documents itself in one place.
-			if len(args) > 2 {
-				fmt.Fprintf(stderr, "sluice help: want at most one COMMAND\n\n%s", usage)
-				return 2
-			}
-			if args[1] == "help" {
-				fmt.Fprint(stdout, usage)
-				return 0
-			}
-			return RunWithReady(ctx, []string{args[1], "-h"}, stdout, stderr, ready)
+		if args[0] != "help" || len(args) == 1 || slices.Contains([]string{"help", "-h", "-help", "--help"}, args[1]) {
+			fmt.Fprint(stdout, usage)
+			return 0
 		}
-		fmt.Fprint(stdout, usage)
-		return 0
+		// "sluice help CMD" is "sluice CMD -h", so that every command
+		// documents itself in one place; the admin commands take their
+		// subcommand too ("sluice help client set-tier").
+		if _, admin := adminGroups[args[1]]; len(args) > 3 || (len(args) == 3 && !admin) {
+			return badUsage(stderr, "sluice help", "sluice", "want one COMMAND, got %s", strings.Join(args[1:], " "))
+		}
+		switch args[1] {
+		case "serve", "check-config", "version", "completion", "client", "key", "descriptor", "top":
+			return RunWithReady(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr, ready)
+		}
+		return badUsage(stderr, "sluice help", "sluice", "unknown command %q", args[1])
 	default:
-		fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return badUsage(stderr, "sluice", "sluice", "unknown command %q", args[0])
 	}
+}
+
+// badUsage reports bad usage of the command name: one line with the
+// problem, then a pointer to the usage of command usageOf. It returns exit
+// code 2.
+func badUsage(stderr io.Writer, name, usageOf, format string, args ...any) int {
+	fmt.Fprintf(stderr, "%s: %s\nRun '%s -h' for usage.\n", name, fmt.Sprintf(format, args...), usageOf)
+	return 2
 }
 
 // command is a subcommand's flag set and usage text.
 type command struct {
 	*flag.FlagSet
-	usage string // printed before the flags' defaults, if it has flags
+	usage   string // printed before the flags, if it has flags
+	stderr  io.Writer
+	usageOf string // the command whose -h documents this one
 }
 
 func newCommand(name, usage string, stderr io.Writer) *command {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {} // parse prints it, on stdout or stderr
-	return &command{FlagSet: fs, usage: usage}
+	fs.SetOutput(io.Discard) // parse reports the problem in one line
+	fs.Usage = func() {}
+	return &command{FlagSet: fs, usage: usage, stderr: stderr, usageOf: name}
 }
 
 func (c *command) printUsage(w io.Writer) {
 	fmt.Fprint(w, c.usage)
-	out := c.Output()
-	c.SetOutput(w)
-	c.PrintDefaults()
-	c.SetOutput(out)
+	printFlags(w, c.FlagSet)
+}
+
+// printFlags lists the flags of fs as the usage lines write them, with two
+// dashes (the flag package accepts one or two): "--config FILE", then what
+// it does and its default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, what := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			what += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n    \t%s\n", line, what)
+	})
 }
 
 // parse parses args. Asked for help (-h, -help, --help) it prints the usage
-// on stdout and returns 0 and done; given a bad flag it prints the problem
-// and the usage on stderr and returns 2 and done.
+// on stdout and returns 0 and done; given a bad flag it reports it as bad
+// usage and returns 2 and done.
 func (c *command) parse(args []string, stdout io.Writer) (code int, done bool) {
 	err := c.Parse(args)
 	switch {
@@ -134,19 +172,14 @@ func (c *command) parse(args []string, stdout io.Writer) (code int, done bool) {
 		c.printUsage(stdout)
 		return 0, true
 	case err != nil:
-		fmt.Fprintln(c.Output())
-		c.printUsage(c.Output())
-		return 2, true
+		return c.fail("%v", err), true
 	}
 	return 0, false
 }
 
-// fail reports bad usage: the problem, then the usage, on stderr; it
-// returns exit code 2.
-func (c *command) fail(problem string) int {
-	fmt.Fprintf(c.Output(), "%s: %s\n\n", c.Name(), problem)
-	c.printUsage(c.Output())
-	return 2
+// fail reports bad usage of the command; it returns exit code 2.
+func (c *command) fail(format string, args ...any) int {
+	return badUsage(c.stderr, c.Name(), c.usageOf, format, args...)
 }
 
 func versionCmd(args []string, stdout, stderr io.Writer) int {
@@ -155,29 +188,37 @@ func versionCmd(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if c.NArg() > 0 {
-		return c.fail("want no arguments")
+		return c.fail("want no arguments, got %q", strings.Join(c.Args(), " "))
 	}
-	fmt.Fprintln(stdout, "sluice", version())
+	fmt.Fprint(stdout, versionText(debug.ReadBuildInfo()))
 	return 0
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin net.Addr)) int {
 	c := newCommand("sluice serve", serveUsage, stderr)
-	path := c.String("config", "", "the config `FILE` (required)")
-	logFormat := c.String("log-format", "text", "log format: text or json")
-	logLevel := c.String("log-level", "info", "log level: debug, info, warn or error")
+	path, logFormat, logLevel := serveFlags(c.FlagSet)
 	if code, done := c.parse(args, stdout); done {
 		return code
 	}
-	if *path == "" || c.NArg() > 0 {
-		return c.fail("want --config FILE and no other arguments")
+	switch {
+	case c.NArg() > 0:
+		return c.fail("want --config FILE and no other arguments, got %q", strings.Join(c.Args(), " "))
+	case *path == "":
+		return c.fail("want --config FILE")
 	}
 	logger, err := newLogger(stderr, *logFormat, *logLevel)
 	if err != nil {
-		fmt.Fprintln(stderr, "sluice serve:", err)
-		return 2
+		return c.fail("%v", err)
 	}
 	return runGateway(ctx, *path, logger, stderr, ready)
+}
+
+// serveFlags defines serve's flags on fs (shell completion lists them from
+// here too).
+func serveFlags(fs *flag.FlagSet) (path, logFormat, logLevel *string) {
+	return fs.String("config", "", "the config `FILE` (required)"),
+		fs.String("log-format", "text", "the log `FORMAT`: text or json (JSON gives durations in seconds)"),
+		fs.String("log-level", "info", "the log `LEVEL`: debug, info, warn or error")
 }
 
 func checkConfig(args []string, stdout, stderr io.Writer) int {
@@ -185,8 +226,11 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	if code, done := c.parse(args, stdout); done {
 		return code
 	}
-	if c.NArg() != 1 {
-		return c.fail("want exactly one FILE")
+	switch {
+	case c.NArg() == 0:
+		return c.fail("want one FILE")
+	case c.NArg() > 1:
+		return c.fail("want one FILE, got %s", strings.Join(c.Args(), " "))
 	}
 	file := c.Arg(0)
 	summary, warnings, err := check(file)
@@ -201,12 +245,9 @@ func checkConfig(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
+// newLogger returns serve's logger: text (logfmt) or JSON lines on w, at
+// the given level. JSON gives durations in seconds, as numbers (see
+// durationSeconds); text gives them as Go writes them ("1.5s").
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -217,7 +258,21 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
+		opts.ReplaceAttr = durationSeconds
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
-	return nil, errors.New("--log-format " + format + ": want text or json")
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// durationSeconds writes a duration attribute as a number of seconds
+// ("timeout":10, "retry_after":0.25), where slog's JSON handler would write
+// nanoseconds: seconds are the unit of Retry-After, of the admin API's
+// *_seconds fields and of every sluice metric, and a number, unlike a
+// string such as "1m30s", is one that log shippers can compare, sum and
+// graph as it is.
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.Float64(a.Key, a.Value.Duration().Seconds())
+	}
+	return a
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/filewatch"
-	"github.com/sluicehq/sluice/internal/gateway"
+	"github.com/sluicehq/sluice/internal/server"
 )
 
 // pollInterval is how often serve checks the config file for a change.
@@ -33,9 +33,9 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 	defer signal.Stop(hup)
 
 	w := filewatch.New(path, nil, config.MaxSize)
-	data, err := w.Read()
+	data, err := readConfig(w, path)
 	if err != nil {
-		fmt.Fprintln(stderr, "config:", err)
+		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	opts, ld, err := loadOptions(path, data)
@@ -51,7 +51,7 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 		logger.Warn(w, "config", path)
 	}
 	opts.Logger = logger
-	g, err := gateway.New(opts)
+	g, err := server.New(opts)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 1
@@ -61,10 +61,22 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 	rctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { reloadLoop(rctx, g, w, ld.files, filesSum, path, hup, logger) })
-	err = g.Run(ctx, ready)
+	// Once every listener listens, the gateway logs how it stops, an
+	// error included; before that (a port in use, an address this host
+	// does not have) it returns the error to be told here.
+	listening := false
+	err = g.Run(ctx, func(listen, admin net.Addr) {
+		listening = true
+		if ready != nil {
+			ready(listen, admin)
+		}
+	})
 	stop()
 	wg.Wait()
 	if err != nil {
+		if !listening {
+			fmt.Fprintf(stderr, "sluice serve: cannot start: %v\n", err)
+		}
 		return 1
 	}
 	return 0
@@ -75,11 +87,11 @@ func runGateway(ctx context.Context, path string, logger *slog.Logger, stderr io
 // files, identity.jwt's key files, the admin token file), one reload at a
 // time, until ctx is done. filesSum is sumFiles(files) as of the running
 // configuration's load.
-func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, files func() []string, filesSum [sha256.Size]byte, path string, hup <-chan os.Signal, logger *slog.Logger) {
+func reloadLoop(ctx context.Context, g *server.Server, w *filewatch.Watcher, files func() []string, filesSum [sha256.Size]byte, path string, hup <-chan os.Signal, logger *slog.Logger) {
 	reload := func(data []byte, readErr error) {
-		_ = g.Reload(func() (gateway.Options, error) {
+		_ = g.Reload(func() (server.Options, error) {
 			if readErr != nil {
-				return gateway.Options{}, fmt.Errorf("config: %w", readErr)
+				return server.Options{}, unreadable(path, "the config file", readErr)
 			}
 			opts, ld, err := loadOptions(path, data)
 			if err == nil {
@@ -133,6 +145,7 @@ func reloadLoop(ctx context.Context, g *gateway.Gateway, w *filewatch.Watcher, f
 // whose changes reload it too, so that a rotated token or a changed
 // descriptor applies within a second.
 type loaded struct {
+	cfg      *config.Config
 	warnings []string
 	files    func() []string
 }
@@ -140,21 +153,21 @@ type loaded struct {
 // loadOptions parses data, the content of the config file at path, and the
 // descriptor files it names into the gateway's options, with the same
 // messages as check-config.
-func loadOptions(path string, data []byte) (gateway.Options, loaded, error) {
+func loadOptions(path string, data []byte) (server.Options, loaded, error) {
 	cfg, err := config.ParseFile(data, path)
 	if err != nil {
-		return gateway.Options{}, loaded{}, err
+		return server.Options{}, loaded{}, err
 	}
 	opts, err := options(cfg)
 	if err != nil {
-		return gateway.Options{}, loaded{}, err
+		return server.Options{}, loaded{}, err
 	}
 	if cfg.Admin.API {
 		if opts.AdminToken, err = cfg.Admin.Token(path); err != nil {
-			return gateway.Options{}, loaded{}, err
+			return server.Options{}, loaded{}, err
 		}
 	}
-	ld := loaded{warnings: warnings(cfg)}
+	ld := loaded{cfg: cfg, warnings: warnings(cfg)}
 	var token string
 	if cfg.Admin.API {
 		token = cfg.Admin.TokenPath(path)

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -25,27 +22,34 @@ type Admin struct {
 	// AllowRemote lets the API run on an admin listener that is not bound
 	// to a loopback address. Default false.
 	AllowRemote bool
+	// ShowKeys shows keys as they are in the admin API's top and
+	// dashboard even when store.redis.hash_keys hashes them. Default
+	// false.
+	ShowKeys bool
 }
 
 // MinTokenLen is the shortest admin token accepted, in bytes.
 const MinTokenLen = 16
 
 // adminFields are the fields of admin.
-var adminFields = []string{"api", "token_file", "allow_remote"}
+var adminFields = []string{"api", "token_file", "allow_remote", "show_keys"}
 
 func (d *decoder) admin(n *yaml.Node, a *Admin) {
 	d.fields(n, "admin", adminFields, func(key string, v *yaml.Node) {
 		p := "admin." + key
 		switch key {
-		case "api", "allow_remote":
+		case "api", "allow_remote", "show_keys":
 			b, ok := d.boolean(v, p)
 			if !ok {
 				return
 			}
-			if key == "api" {
+			switch key {
+			case "api":
 				a.API = b
-			} else {
+			case "allow_remote":
 				a.AllowRemote = b
+			default:
+				a.ShowKeys = b
 			}
 		case "token_file":
 			if s, ok := d.str(v, p); ok {
@@ -73,21 +77,9 @@ func (d *decoder) checkAdmin(n *yaml.Node, c *Config) {
 		d.add(n, "admin.api", "needs the admin listener, but server.admin is off")
 		return
 	}
-	if !c.Admin.AllowRemote && !isLoopback(c.Server.Admin) {
-		d.add(n, "admin.api", "the admin listener %s is not a loopback address, so the API would be reachable from the network: bind server.admin to 127.0.0.1 or [::1], or set admin.allow_remote: true and protect the port", c.Server.Admin)
+	if err := CheckAdminListener(c.Server.Admin, c.Admin.AllowRemote); err != nil {
+		d.add(n, "admin.api", "%s", err)
 	}
-}
-
-func isLoopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	a, err := netip.ParseAddr(host)
-	return err == nil && a.Unmap().IsLoopback()
 }
 
 // TokenPath returns the path of TokenFile, relative to the directory of

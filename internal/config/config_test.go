@@ -28,7 +28,7 @@ func TestQuickstartLoads(t *testing.T) {
 	if c.Limiter.Headers != httplimit.HeadersIETF|httplimit.HeadersLegacy {
 		t.Errorf("headers: got %v", c.Limiter.Headers)
 	}
-	if c.Limiter.Tiers.From != httplimit.Header("X-Plan") || c.Limiter.Tiers.Default != "free" {
+	if c.Limiter.Tiers.From != httplimit.Header("X-Plan") || c.Limiter.Tiers.Client != httplimit.Header("X-API-Key") || c.Limiter.Tiers.Default != "free" {
 		t.Errorf("tiers: got %+v", c.Limiter.Tiers)
 	}
 	tb := func(n, burst int64) sluice.Limit {
@@ -252,6 +252,12 @@ func TestSyntaxErrorPosition(t *testing.T) {
 		{"unknown alias", "upstream: *nope\n", "s.yaml:1:"},
 		{"no line ending", head + "   limit: 5", "s.yaml:5:4: did not find expected '-' indicator"},
 		{"after multibyte characters", "# é\nupstream: builtin:echo # ééé\nrules:\n  - name: \"é\": x\n", "s.yaml:4:14: mapping values are not allowed"},
+		// Lines end where YAML ends them, as in the positions of every
+		// other problem: at a bare CR and at CRLF too.
+		{"bare CR line breaks", strings.ReplaceAll(head+"   limit: 5\n", "\n", "\r"), "s.yaml:5:4: did not find expected '-' indicator"},
+		{"CRLF line breaks", strings.ReplaceAll(head+"   limit: 5\n", "\n", "\r\n"), "s.yaml:5:4: did not find expected '-' indicator"},
+		{"mixed line breaks", "upstream: builtin:echo\r\rrules:\r\n  - name: a\n   limit: 5\r", "s.yaml:5:4: did not find expected '-' indicator"},
+		{"unterminated quote after bare CRs", "server: {}\rupstream: 'x\rrules: [\r", "s.yaml:2:11: found unexpected end of stream"},
 	} {
 		_, err := config.Parse([]byte(tc.file), "s.yaml")
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
@@ -283,6 +289,21 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
+// yamlLines counts the lines of s as the YAML parser does: a line ends at
+// LF, CRLF or a bare CR (YAML 1.2's line breaks), or at NEL, LS or PS, which
+// the parser also counts as YAML 1.1 did.
+func yamlLines(s string) int {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	n := 1
+	for _, r := range s {
+		switch r {
+		case '\n', '\r', '\u0085', '\u2028', '\u2029':
+			n++
+		}
+	}
+	return n
+}
+
 func FuzzParse(f *testing.F) {
 	if b, err := os.ReadFile("../../examples/quickstart.yaml"); err == nil {
 		f.Add(string(b))
@@ -307,7 +328,7 @@ func FuzzParse(f *testing.F) {
 			}
 			// A problem is in the file, or just after its end (where
 			// YAML places an empty document's node).
-			lines := strings.Count(s, "\n") + 2
+			lines := yamlLines(s) + 1
 			for _, p := range ce.Problems {
 				if p.Line < 0 || p.Line > lines || p.Column < 0 || (p.Line > 0) != (p.Column > 0) {
 					t.Fatalf("problem at %d:%d in a file of %d lines: %v", p.Line, p.Column, lines, p)

@@ -41,8 +41,8 @@ func (d *decoder) lists(n *yaml.Node, c *Config) {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, v := n.Content[i], n.Content[i+1]
 		name, path := kn.Value, "lists."+kn.Value
-		if !validName(name) {
-			d.add(kn, path, "list name %q: want 1 to 64 characters from A-Z a-z 0-9 . _ -", name)
+		if err := httplimit.CheckName("list", name); err != nil {
+			d.add(kn, path, "%s", reason(err))
 			continue
 		}
 		if _, dup := d.listsByName[name]; dup {
@@ -108,7 +108,7 @@ func (d *decoder) lists(n *yaml.Node, c *Config) {
 				if s, ok := d.str(v, p); ok {
 					k, err := httplimit.ParseKeyPart(s)
 					if err != nil {
-						d.add(v, p, "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
+						d.add(v, p, "%s", reason(err))
 						return
 					}
 					if k.Source == httplimit.SourceJWT {

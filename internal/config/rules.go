@@ -118,7 +118,7 @@ func (d *decoder) check(l sluice.Limit, spec *limitSpec, node *yaml.Node, path s
 	if err == nil {
 		return true
 	}
-	msg := strings.TrimPrefix(err.Error(), sluice.ErrInvalidLimit.Error()+": ")
+	msg := reason(err)
 	at, field := node, ""
 	switch {
 	case strings.Contains(msg, "burst") && spec.burstNode != nil:
@@ -153,8 +153,8 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		case "name":
 			if s, ok := d.str(v, p); ok {
 				hasName = true
-				if !validName(s) {
-					d.add(v, p, "want 1 to 64 characters from A-Z a-z 0-9 . _ -, got %q", s)
+				if err := httplimit.CheckName("rule", s); err != nil {
+					d.add(v, p, "%s", reason(err))
 				}
 				r.Name = s
 			}
@@ -170,7 +170,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 						if at.Kind == yaml.SequenceNode {
 							at = at.Content[i]
 						}
-						d.add(at, fmt.Sprintf("%s[%d]", p, i), "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
+						d.add(at, fmt.Sprintf("%s[%d]", p, i), "%s", reason(err))
 						continue
 					}
 					r.Key = append(r.Key, k)
@@ -232,8 +232,8 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 				tk, tv := v.Content[i], v.Content[i+1]
 				name := tk.Value
 				tp := p + "." + name
-				if !validName(name) {
-					d.add(tk, tp, "tier name %q: want 1 to 64 characters from A-Z a-z 0-9 . _ -", name)
+				if err := httplimit.CheckName("tier", name); err != nil {
+					d.add(tk, tp, "%s", reason(err))
 					continue
 				}
 				if _, dup := tierSpecs[name]; dup {
@@ -336,8 +336,7 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		return r, false
 	}
 	if err := r.Validate(); err != nil {
-		msg := err.Error()
-		msg = strings.TrimPrefix(msg, httplimit.ErrInvalidRule.Error()+": ")
+		msg := reason(err)
 		at, field := n, ""
 		switch {
 		case strings.Contains(msg, "enforce") && enforceNode != nil:
@@ -442,7 +441,7 @@ func (d *decoder) concurrencyRule(n *yaml.Node, path string, r httplimit.Rule, c
 	}
 	r.Concurrency = &conc
 	if err := r.Validate(); err != nil {
-		msg := strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": ")
+		msg := reason(err)
 		at, field := n, ""
 		switch {
 		case strings.Contains(msg, "max delay") && maxDelayNode != nil:

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net"
 	"net/netip"
 	"strings"
 	"time"
@@ -16,6 +15,7 @@ type Server struct {
 	Listen            string        // default 127.0.0.1:8080
 	Admin             string        // default 127.0.0.1:9090; "off" disables
 	ShutdownTimeout   time.Duration // default 10s
+	ShutdownDelay     time.Duration // serving on after /readyz turned 503; default 0
 	ReadHeaderTimeout time.Duration // default 10s
 	ReadTimeout       time.Duration // a whole request, body included; default 60s
 	IdleTimeout       time.Duration // a keep-alive connection between requests; default 2m
@@ -37,23 +37,23 @@ type ForwardAuth struct {
 var forwardAuthFields = []string{"listen", "trusted_proxies"}
 
 // serverFields are the fields of server.
-var serverFields = []string{"listen", "admin", "shutdown_timeout", "read_header_timeout", "read_timeout", "idle_timeout", "max_header_bytes", "over_limit_header", "path_case", "forward_auth"}
+var serverFields = []string{"listen", "admin", "shutdown_timeout", "shutdown_delay", "read_header_timeout", "read_timeout", "idle_timeout", "max_header_bytes", "over_limit_header", "path_case", "forward_auth"}
 
 func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 	d.fields(n, "server", serverFields, func(key string, v *yaml.Node) {
 		p := "server." + key
 		switch key {
 		case "listen", "admin":
-			a, ok := d.str(v, p)
-			if !ok {
-				return
-			}
-			if key == "admin" && (a == "off" || a == "") {
+			if r := resolve(v); key == "admin" && r.Kind == yaml.ScalarNode && r.Tag != "!!null" && (r.Value == "off" || r.Value == "") {
 				s.Admin = ""
 				return
 			}
-			if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
-				d.add(v, p, "want host:port, such as 127.0.0.1:8080, got %q", a)
+			example := "127.0.0.1:8080"
+			if key == "admin" {
+				example = "127.0.0.1:9090"
+			}
+			a, ok := d.hostPort(v, p, example)
+			if !ok {
 				return
 			}
 			if key == "listen" {
@@ -62,8 +62,14 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 				s.Admin = a
 			}
 		case "shutdown_timeout":
-			if t, ok := d.duration(v, p, 0, time.Hour); ok {
+			// 0 would cut every request in flight off at once: refused,
+			// where the server would have read it as the default.
+			if t, ok := d.duration(v, p, time.Millisecond, time.Hour); ok {
 				s.ShutdownTimeout = t
+			}
+		case "shutdown_delay":
+			if t, ok := d.duration(v, p, 0, time.Hour); ok {
+				s.ShutdownDelay = t
 			}
 		case "read_header_timeout":
 			if t, ok := d.duration(v, p, time.Millisecond, time.Hour); ok {

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/descriptor"
@@ -39,9 +40,14 @@ type Service struct {
 	// answer is UNAVAILABLE and Envoy's failure_mode_deny decides.
 	DecideOnError bool
 	// Headers are the headers for the client in response_headers_to_add,
-	// by their configuration names: ietf, legacy, retry_after; empty for
-	// none. Default [ietf, retry_after].
+	// by their configuration names: ietf, legacy, retry_after, envoy;
+	// empty for none. Default [ietf, retry_after].
 	Headers []string
+	// EnvoyHeaders are the names of the envoy headers
+	// (service.envoy_headers), as envoyproxy/ratelimit's LIMIT_*_HEADER
+	// settings give them; DefaultEnvoyHeaders' where the file names none.
+	// Set only when Headers has envoy.
+	EnvoyHeaders EnvoyHeaders
 	// Deny are the lists whose values, in the descriptor entry each names,
 	// refuse a request (OVER_LIMIT) before anything is counted
 	// (service.deny).
@@ -61,6 +67,17 @@ type Service struct {
 	denyNode, allowNode *yaml.Node // resolved once the lists are decoded
 }
 
+// EnvoyHeaders name the three headers of service.headers' envoy:
+// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER.
+type EnvoyHeaders struct {
+	Limit, Remaining, Reset string
+}
+
+// DefaultEnvoyHeaders are the names service.envoy_headers defaults to,
+// envoyproxy/ratelimit's own defaults.
+var DefaultEnvoyHeaders = EnvoyHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "RateLimit-Reset"}
+
 // EntryList is a list of the lists section applied to the values of one
 // descriptor entry key, such as remote_address.
 type EntryList struct {
@@ -69,11 +86,15 @@ type EntryList struct {
 }
 
 // serviceFields are the fields of service.
-var serviceFields = []string{"grpc", "http", "descriptors", "merge_domains", "on_store_error", "headers", "deny", "allow", "anchor"}
+var serviceFields = []string{"grpc", "http", "descriptors", "merge_domains", "on_store_error", "headers", "envoy_headers", "deny", "allow", "anchor"}
+
+// envoyHeaderFields are the fields of service.envoy_headers.
+var envoyHeaderFields = []string{"limit", "remaining", "reset"}
 
 func (d *decoder) service(n *yaml.Node, s *Service) {
 	s.Headers = []string{"ietf", "retry_after"}
 	hasDescriptors := false
+	var envoyNode *yaml.Node
 	d.fields(n, "service", serviceFields, func(key string, v *yaml.Node) {
 		p := "service." + key
 		switch key {
@@ -134,30 +155,99 @@ func (d *decoder) service(n *yaml.Node, s *Service) {
 			none := false
 			for i, x := range ss {
 				switch x = strings.ToLower(x); x {
-				case "ietf", "legacy", "retry_after":
+				case "ietf", "legacy", "retry_after", "envoy":
 					if !slices.Contains(hs, x) {
 						hs = append(hs, x)
 					}
 				case "none":
 					none = true
 				default:
-					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want ietf, legacy, retry_after or none, got %q", x)
+					d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want ietf, legacy, retry_after, envoy or none, got %q", x)
 				}
 			}
 			if none && len(hs) > 0 {
 				d.add(v, p, "none cannot be combined with other headers")
 			}
 			s.Headers = hs
+		case "envoy_headers":
+			envoyNode = v
+			d.envoyHeaders(v, p, &s.EnvoyHeaders)
 		}
 	})
 	if resolve(n).Kind != yaml.MappingNode {
 		return
+	}
+	switch {
+	case envoyNode != nil && !slices.Contains(s.Headers, "envoy"):
+		d.add(envoyNode, "service.envoy_headers", "names the headers of service.headers' envoy, which is not on: add envoy to service.headers")
+	case slices.Contains(s.Headers, "envoy"):
+		at := envoyNode
+		if at == nil {
+			at = n
+		}
+		d.checkEnvoyHeaders(at, s)
 	}
 	if !hasDescriptors {
 		d.add(n, "service.descriptors", "missing: want the descriptor configuration's file or directory (envoyproxy/ratelimit's format)")
 	}
 	if s.GRPC == "" && s.HTTP == "" {
 		d.add(n, "service", "want grpc, http or both: the listeners of the rate-limit service")
+	}
+}
+
+// envoyHeaders decodes service.envoy_headers, each a valid header name.
+func (d *decoder) envoyHeaders(n *yaml.Node, path string, e *EnvoyHeaders) {
+	d.fields(n, path, envoyHeaderFields, func(key string, v *yaml.Node) {
+		p := path + "." + key
+		name, ok := d.str(v, p)
+		if !ok {
+			return
+		}
+		if !httpguts.ValidHeaderFieldName(name) {
+			d.add(v, p, "want a header name, such as X-RateLimit-Limit, got %q", name)
+			return
+		}
+		switch key {
+		case "limit":
+			e.Limit = name
+		case "remaining":
+			e.Remaining = name
+		case "reset":
+			e.Reset = name
+		}
+	})
+}
+
+// checkEnvoyHeaders reports an envoy header whose name another header of
+// the same answer has: another envoy header, or one of the other choices
+// of service.headers that are on.
+func (d *decoder) checkEnvoyHeaders(n *yaml.Node, s *Service) {
+	taken := map[string]string{}
+	for choice, names := range map[string][]string{
+		"ietf":        {"RateLimit-Policy", "RateLimit"},
+		"retry_after": {"Retry-After"},
+		"legacy":      {"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"},
+	} {
+		if slices.Contains(s.Headers, choice) {
+			for _, h := range names {
+				taken[strings.ToLower(h)] = "a header of service.headers' " + choice
+			}
+		}
+	}
+	e := &s.EnvoyHeaders
+	for _, f := range []struct {
+		key  string
+		name *string
+		def  string
+	}{{"limit", &e.Limit, DefaultEnvoyHeaders.Limit}, {"remaining", &e.Remaining, DefaultEnvoyHeaders.Remaining}, {"reset", &e.Reset, DefaultEnvoyHeaders.Reset}} {
+		if *f.name == "" {
+			*f.name = f.def
+		}
+		lower := strings.ToLower(*f.name)
+		if other, ok := taken[lower]; ok {
+			d.add(n, "service.envoy_headers."+f.key, "%s is already %s", *f.name, other)
+		}
+		taken[lower] = "the name of service.envoy_headers." + f.key
 	}
 }
 

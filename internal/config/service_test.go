@@ -3,6 +3,7 @@ package config_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -58,6 +59,31 @@ func TestServiceOnly(t *testing.T) {
 	}
 }
 
+// service.headers' envoy sends envoyproxy/ratelimit's headers, under its
+// default names or those service.envoy_headers gives, which may be the
+// legacy set's names while that set is off.
+func TestServiceEnvoyHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want config.EnvoyHeaders
+	}{
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [ietf, envoy] }\n", config.DefaultEnvoyHeaders},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [envoy, retry_after], envoy_headers: { limit: X-RateLimit-Limit, remaining: X-RateLimit-Remaining, reset: X-RateLimit-Reset } }\n",
+			config.EnvoyHeaders{Limit: "X-RateLimit-Limit", Remaining: "X-RateLimit-Remaining", Reset: "X-RateLimit-Reset"}},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [envoy], envoy_headers: { reset: Quota-Reset } }\n",
+			config.EnvoyHeaders{Limit: "RateLimit-Limit", Remaining: "RateLimit-Remaining", Reset: "Quota-Reset"}},
+	} {
+		c, err := config.Parse([]byte(tc.file), "s.yaml")
+		if err != nil {
+			t.Errorf("%q: %v", tc.file, err)
+			continue
+		}
+		if !slices.Contains(c.Service.Headers, "envoy") || c.Service.EnvoyHeaders != tc.want {
+			t.Errorf("%q: got headers %v named %+v, want envoy named %+v", tc.file, c.Service.Headers, c.Service.EnvoyHeaders, tc.want)
+		}
+	}
+}
+
 func TestServiceProblems(t *testing.T) {
 	for _, tc := range []struct{ file, want string }{
 		{"service: { grpc: 127.0.0.1:1 }\n", "service.descriptors: missing"},
@@ -65,7 +91,12 @@ func TestServiceProblems(t *testing.T) {
 		{"service: { grpc: nope, descriptors: x }\n", "service.grpc: want host:port"},
 		{"service: { grpc: 127.0.0.1:1, descriptors: x, on_store_error: deny }\n", "service.on_store_error: want unavailable"},
 		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [ietf, none] }\n", "service.headers: none cannot be combined"},
-		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [loud] }\n", "service.headers[0]: want ietf, legacy"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [loud] }\n", "service.headers[0]: want ietf, legacy, retry_after, envoy or none"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, envoy_headers: { limit: X-Limit } }\n", "service.envoy_headers: names the headers of service.headers' envoy, which is not on"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [envoy], envoy_headers: { limit: 'X Limit' } }\n", `service.envoy_headers.limit: want a header name, such as X-RateLimit-Limit, got "X Limit"`},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [envoy], envoy_headers: { limt: X-Limit } }\n", `service.envoy_headers.limt: unknown field (did you mean "limit"?)`},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [envoy, legacy], envoy_headers: { reset: x-ratelimit-reset } }\n", "service.envoy_headers.reset: x-ratelimit-reset is already a header of service.headers' legacy"},
+		{"service: { grpc: 127.0.0.1:1, descriptors: x, headers: [envoy], envoy_headers: { limit: RateLimit-Reset } }\n", "service.envoy_headers.reset: RateLimit-Reset is already the name of service.envoy_headers.limit"},
 		{"service: { grpc: 127.0.0.1:1, descriptors: x, grcp: 1 }\n", `service.grcp: unknown field (did you mean "grpc"?)`},
 		{"service: { grpc: 127.0.0.1:9090, descriptors: x }\n", "service.grpc: 127.0.0.1:9090 takes the port of server.admin"},
 		{"service: { grpc: 127.0.0.1:7000, http: 127.0.0.1:7000, descriptors: x }\n", "service.http: 127.0.0.1:7000 takes the port of service.grpc"},

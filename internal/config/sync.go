@@ -53,12 +53,8 @@ func (d *decoder) checkSyncAlgorithms(sn syncNodes, s sluice.Sync, limits []slui
 		return
 	}
 	for _, l := range limits {
-		if l.Algorithm == sluice.SlidingWindow || l.Algorithm == sluice.SlidingLog {
-			d.add(sn.mode, path+".sync", "sync %s needs token_bucket, gcra or fixed_window, not %s", s.Mode, l.Algorithm)
-			return
-		}
-		if l.Calendar != nil {
-			d.add(sn.mode, path+".sync", "sync %s does not apply to a calendar quota (period: %s): its windows are the calendar's", s.Mode, l.Calendar)
+		if err := s.CheckLimit(l); err != nil {
+			d.add(sn.mode, path+".sync", "%s", reason(err))
 			return
 		}
 	}

@@ -52,7 +52,7 @@ func TestRuleSyncProblems(t *testing.T) {
 		{"interval without async", "    algorithm: gcra\n    sync: lease\n    sync_interval: 1s\n", "rules[0].sync_interval: sync_interval is only for sync: async"},
 		{"interval too short", "    algorithm: gcra\n    sync: async\n    sync_interval: 10µs\n", "rules[0].sync_interval"},
 		{"with a penalty", "    algorithm: gcra\n    sync: lease\n    penalty: { blocks: 1m, forget: 1h }\n", "rules[0].sync: "},
-		{"calendar quota", "    algorithm: fixed_window\n    sync: lease\n    tiers: { pro: { period: month } }\n", "sync.yaml:7:11: rules[0].sync: rule \"a\": sync lease is not for a calendar quota (period month)"},
+		{"calendar quota", "    algorithm: fixed_window\n    sync: lease\n    tiers: { pro: { period: month } }\n", "sync.yaml:7:11: rules[0].sync: rule \"a\": sync lease does not apply to a calendar quota (period month)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := config.Parse([]byte(head+tc.rest), "sync.yaml")

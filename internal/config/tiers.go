@@ -1,8 +1,6 @@
 package config
 
 import (
-	"strings"
-
 	"go.yaml.in/yaml/v3"
 
 	"github.com/sluicehq/sluice/httplimit"
@@ -23,8 +21,8 @@ func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
 			d.tierPart(v, p, "an anchor cannot come from global: want the attribute that carries each client's billing anchor, such as jwt:billing_anchor", &t.Anchor)
 		case "default":
 			if s, ok := d.str(v, p); ok {
-				if !validName(s) {
-					d.add(v, p, "want 1 to 64 characters from A-Z a-z 0-9 . _ -, got %q", s)
+				if err := httplimit.CheckName("tier", s); err != nil {
+					d.add(v, p, "%s", reason(err))
 					return
 				}
 				t.Default = s
@@ -42,8 +40,8 @@ func (d *decoder) tiers(n *yaml.Node, t *httplimit.Tiers) {
 				if !ok {
 					continue
 				}
-				if !validName(tier) {
-					d.add(tv, p+"."+k.Value, "tier name %q: want 1 to 64 characters from A-Z a-z 0-9 . _ -", tier)
+				if err := httplimit.CheckName("tier", tier); err != nil {
+					d.add(tv, p+"."+k.Value, "%s", reason(err))
 				}
 				if _, dup := t.Keys[k.Value]; dup {
 					d.add(k, p+"."+k.Value, "appears twice")
@@ -70,7 +68,7 @@ func (d *decoder) tierPart(v *yaml.Node, p, notGlobal string, k *httplimit.KeyPa
 	part, err := httplimit.ParseKeyPart(s)
 	switch {
 	case err != nil:
-		d.add(v, p, "%s", strings.TrimPrefix(err.Error(), httplimit.ErrInvalidRule.Error()+": "))
+		d.add(v, p, "%s", reason(err))
 	case part.Source == httplimit.SourceGlobal:
 		d.add(v, p, "%s", notGlobal)
 	default:

@@ -60,12 +60,7 @@ func (d *decoder) yamlError(data []byte, err error) {
 		// fails(lo) false and fails(hi) true, a few dozen parses at most
 		// (milliseconds for a config file, seconds for a broken list of
 		// 40,000 entries near MaxSize).
-		lines := []int{0} // the offset at which each line starts, then len(data)
-		for i, c := range data {
-			if c == '\n' {
-				lines = append(lines, i+1)
-			}
-		}
+		lines := lineStarts(data) // the offset at which each line starts, then len(data)
 		if lines[len(lines)-1] != len(data) {
 			lines = append(lines, len(data))
 		}
@@ -93,7 +88,7 @@ func (d *decoder) yamlError(data []byte, err error) {
 			}
 		}
 		at := ohi - 1 // the byte whose addition makes the prefix fail
-		if data[at] == '\n' || data[at] == '\r' {
+		if at >= start+len(bytes.TrimRight(line, "\r\n\u0085\u2028\u2029")) {
 			// The line as a whole is wrong: point at its first character.
 			at = start + len(line) - len(bytes.TrimLeft(line, " \t"))
 			if at >= end {
@@ -106,6 +101,32 @@ func (d *decoder) yamlError(data []byte, err error) {
 		p.Message += " (" + h + ")"
 	}
 	d.err.Problems = append(d.err.Problems, p)
+}
+
+// lineStarts returns the offset at which each line of data starts, the
+// first being 0. Lines end where the YAML parser ends them, so that a
+// syntax error's line is the line of the parser's other positions: at LF,
+// CRLF and a bare CR (the line breaks of YAML 1.2), and at NEL, LS and PS,
+// which the parser also counts, as YAML 1.1 did.
+func lineStarts(data []byte) []int {
+	starts := []int{0}
+	for i := 0; i < len(data); i++ {
+		switch {
+		case data[i] == '\n':
+		case data[i] == '\r':
+			if i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+		case bytes.HasPrefix(data[i:], []byte("\u0085")):
+			i++
+		case bytes.HasPrefix(data[i:], []byte("\u2028")), bytes.HasPrefix(data[i:], []byte("\u2029")):
+			i += 2
+		default:
+			continue
+		}
+		starts = append(starts, i+1)
+	}
+	return starts
 }
 
 // syntaxLine is the line number in a YAML syntax error, or 0.
@@ -329,17 +350,15 @@ func (d *decoder) strings(n *yaml.Node, path string, single bool) ([]string, boo
 	return out, ok
 }
 
-func validName(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
+// reason returns err's message without the sentinels in it ("httplimit:
+// invalid rule: ", "sluice: invalid sync: "), for a problem reported at its
+// line: the packages' own checks, worded once.
+func reason(err error) string {
+	msg := err.Error()
+	for _, s := range []error{httplimit.ErrInvalidRule, sluice.ErrInvalidSync, sluice.ErrInvalidLimit, sluice.ErrInvalidPenalty} {
+		msg = strings.ReplaceAll(msg, s.Error()+": ", "")
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return msg
 }
 
 // document parses data, a whole file, and returns its top-level node, or
@@ -362,14 +381,26 @@ func (d *decoder) document(data []byte, emptyPath, empty string) (*yaml.Node, bo
 	return doc.Content[0], true
 }
 
-// hostPort decodes a listener's address, host:port with a port.
+// hostPort decodes a listener's address: host:port, the port a number
+// from 0 to 65535 (0 picks a free port) or a service name this host knows
+// (http). The host may be empty (every address) or a name.
 func (d *decoder) hostPort(n *yaml.Node, path, example string) (string, bool) {
 	a, ok := d.str(n, path)
 	if !ok {
 		return "", false
 	}
-	if _, port, err := net.SplitHostPort(a); err != nil || port == "" {
+	_, port, err := net.SplitHostPort(a)
+	if err != nil || port == "" {
 		d.add(n, path, "want host:port, such as %s, got %q", example, a)
+		return "", false
+	}
+	numeric := strings.Trim(port, "+-0123456789") == ""
+	if _, err := net.LookupPort("tcp", port); err != nil || (numeric && strings.ContainsAny(port, "+-")) {
+		if numeric {
+			d.add(n, path, "port %s: want a number from 0 to 65535 (0 for any free port), such as %s", port, example)
+		} else {
+			d.add(n, path, "port %q: want a number from 0 to 65535 or a known service name such as http, got %q", port, a)
+		}
 		return "", false
 	}
 	return a, true

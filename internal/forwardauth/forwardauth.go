@@ -52,7 +52,6 @@
 package forwardauth
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -63,6 +62,7 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/clientip"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // Limits on the forwarding headers, in bytes. Longer values get 400.
@@ -142,12 +142,12 @@ func (h *Handler) admit(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	peer, ok := peerAddr(r.RemoteAddr)
 	if !ok || !h.ip.Trusted(peer) {
-		problem(w, http.StatusForbidden, "forwardauth: the caller is not a trusted proxy; add its address to forward_auth.trusted_proxies")
+		problem.Write(w, http.StatusForbidden, "forwardauth: the caller is not a trusted proxy; add its address to forward_auth.trusted_proxies")
 		return
 	}
 	orig, err := Original(r)
 	if err != nil {
-		problem(w, http.StatusBadRequest, err.Error())
+		problem.Write(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	h.limited.ServeHTTP(w, orig)
@@ -351,21 +351,4 @@ func quote(s string) string {
 		return strconv.Quote(s[:64]) + "..."
 	}
 	return strconv.Quote(s)
-}
-
-// problem answers status with an RFC 9457 problem+json body.
-func problem(w http.ResponseWriter, status int, detail string) {
-	b, _ := json.Marshal(struct {
-		Type   string `json:"type"`
-		Title  string `json:"title"`
-		Status int    `json:"status"`
-		Detail string `json:"detail"`
-	}{"about:blank", http.StatusText(status), status, detail})
-	b = append(b, '\n')
-	h := w.Header()
-	h["Cache-Control"] = []string{"no-store"}
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }

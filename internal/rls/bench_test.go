@@ -60,7 +60,7 @@ func BenchmarkGRPC(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	g, _ := svc.NewGRPCServer()
+	g, _ := NewGRPCServer(svc)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -1,180 +1,65 @@
 package rls
 
 import (
-	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 
-	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
-	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
-// Header names, as the gateway writes them.
-const (
-	headerRateLimitPolicy = "RateLimit-Policy"
-	headerRateLimit       = "RateLimit"
-	headerLimit           = "X-RateLimit-Limit"
-	headerRemaining       = "X-RateLimit-Remaining"
-	headerReset           = "X-RateLimit-Reset"
-	headerRetryAfter      = "Retry-After"
-)
+// style is the engine's style of the service's headers.
+func (h Headers) style() engine.Style {
+	if h&HeadersOff != 0 {
+		return 0
+	}
+	var s engine.Style
+	for _, m := range []struct {
+		h Headers
+		s engine.Style
+	}{{HeadersIETF, engine.IETF}, {HeadersLegacy, engine.Legacy}, {HeadersEnvoy, engine.Envoy}, {HeadersRetryAfter, engine.RetryAfter}} {
+		if h&m.h != 0 {
+			s |= m.s
+		}
+	}
+	return s
+}
 
 // headers returns the rate-limit headers for the client's response, as the
-// gateway writes them: an admitted request's describe the enforced limit
-// closest to its limit (fewest remaining, then longest until reset); a
-// rejected one's describe every limit that rejected it, the legacy ones the
-// limit that keeps the client out longest. Shadow limits never show. Every
-// value is cut from one string.
+// gateway writes them (see engine.Call.Fields): an admitted request's
+// describe the enforced limit closest to its limit; a rejected one's every
+// limit that rejected it, the legacy and envoyproxy/ratelimit ones the
+// limit that keeps the client out longest. A request that can never pass
+// (a cost beyond a limit's capacity, or a limit of zero requests) gets no
+// Retry-After. Shadow limits never show.
 func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
-	idx := c.idx[:0]
-	var retry time.Duration
-	if !over {
-		best := -1
-		for i := range c.items {
-			it := &c.items[i]
-			if it.kind == kindNone || it.kind == kindOver || it.shadow || it.d.Time.IsZero() {
-				continue
-			}
-			if best < 0 {
-				best = i
-				continue
-			}
-			b := &c.items[best].d
-			if d := &it.d; d.Remaining < b.Remaining || (d.Remaining == b.Remaining && d.ResetAfter > b.ResetAfter) {
-				best = i
-			}
-		}
-		if best < 0 {
-			return nil
-		}
-		idx = append(idx, best)
-	} else {
-		longest := -1
-		for i := range c.items {
-			if c.items[i].outcome != OutcomeLimited {
-				continue
-			}
-			t := s.resetOf(c, i)
-			if longest < 0 || t > retry {
-				longest, retry = len(idx), t
-			}
-			idx = append(idx, i)
-		}
-		if len(idx) == 0 {
-			return nil
-		}
-		idx[0], idx[longest] = idx[longest], idx[0]
+	v := engine.Admitted
+	if over {
+		v = engine.Refused
 	}
-	c.idx = idx
-
-	h := s.opts.Headers
-	b := c.hdr[:0]
-	var names [6]string
-	var ends [6]int
-	k := 0
-	mark := func(name string) {
-		names[k], ends[k] = name, len(b)
-		k++
-	}
-	if h&HeadersIETF != 0 {
-		for n, i := range idx {
-			if n > 0 {
-				b = append(b, ", "...)
-			}
-			r := c.ms[i].Rule
-			b = httplimit.AppendPolicyItem(b, displayName(r), limitOf(r, c.items[i].d.Index))
-		}
-		mark(headerRateLimitPolicy)
-		for n, i := range idx {
-			if n > 0 {
-				b = append(b, ", "...)
-			}
-			b = httplimit.AppendLimitItem(b, displayName(c.ms[i].Rule), c.items[i].d.Remaining, s.resetOf(c, i))
-		}
-		mark(headerRateLimit)
-	}
-	secs := max(ceilSeconds(retry), 1)
-	if h&HeadersLegacy != 0 {
-		i := idx[0]
-		d := &c.items[i].d
-		lim := d.Limit
-		if c.items[i].kind == kindOver {
-			lim = limitOf(c.ms[i].Rule, d.Index).Count
-		}
-		b = strconv.AppendInt(b, lim, 10)
-		mark(headerLimit)
-		b = strconv.AppendInt(b, max(d.Remaining, 0), 10)
-		mark(headerRemaining)
-		reset := d.ResetAfter
-		if over {
-			reset = time.Duration(secs) * time.Second
-		}
-		now := d.Time
-		if now.IsZero() {
-			now = time.Now()
-		}
-		at := now.Add(reset)
-		sec := at.Unix()
-		if at.Nanosecond() > 0 {
-			sec++
-		}
-		b = strconv.AppendInt(b, sec, 10)
-		mark(headerReset)
-	}
-	if over && h&HeadersRetryAfter != 0 {
-		b = strconv.AppendInt(b, secs, 10)
-		mark(headerRetryAfter)
-	}
-	c.hdr = b
-	if k == 0 {
+	c.fields = c.eng.Fields(c.fields[:0], v, s.style, s.names, time.Now())
+	if len(c.fields) == 0 {
 		return nil
 	}
-	all := string(b)
-	vals := make([]corev3.HeaderValue, k)
-	ptrs := make([]*corev3.HeaderValue, k)
-	from := 0
-	for j := range k {
-		vals[j].Key, vals[j].Value = names[j], all[from:ends[j]]
-		ptrs[j] = &vals[j]
-		from = ends[j]
+	vals := make([]corev3.HeaderValue, len(c.fields))
+	ptrs := make([]*corev3.HeaderValue, len(c.fields))
+	for i, f := range c.fields {
+		vals[i].Key, vals[i].Value = f.Name, f.Value
+		ptrs[i] = &vals[i]
 	}
 	return ptrs
 }
 
-// resetOf is the time the RateLimit t parameter tells for descriptor i:
-// until the limit is full again when admitted, until the request would be
-// admitted when over, and the limit's period for a limit that can never
-// admit it.
-func (s *Service) resetOf(c *call, i int) time.Duration {
-	it := &c.items[i]
-	if it.kind == kindOver && it.d.Time.IsZero() {
-		return display(c.ms[i].Rule, it.d.Index).Period
+// displayName is a rule's name in rate-limit headers.
+func displayName(r *descriptor.Rule) string {
+	switch {
+	case r.Name != "":
+		return r.Name
+	case r.MetricKey != "":
+		return r.MetricKey
+	case r.Policy != nil:
+		return r.Policy.Name()
 	}
-	if it.d.Allowed {
-		return it.d.ResetAfter
-	}
-	return it.d.RetryAfter
-}
-
-// limitOf returns limit i of r as a sluice.Limit, for rendering.
-func limitOf(r *descriptor.Rule, i int) sluice.Limit {
-	if p := r.Policy; p != nil && i >= 0 && i < p.Len() {
-		ar := p.Rule(i)
-		if c, ok := ar.Calendar().(*calendar.Calendar); ok && c != nil {
-			return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Calendar: c}
-		}
-		return sluice.Limit{Algorithm: ar.Algorithm(), Count: ar.Count(), Period: ar.Period(), Burst: ar.Burst()}
-	}
-	d := display(r, i)
-	return sluice.Limit{Algorithm: sluice.FixedWindow, Count: d.Count, Period: d.Period}
-}
-
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
+	return r.Domain
 }

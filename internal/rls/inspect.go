@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/storekit"
 )
 
 // ErrUnknownDomain reports a domain the rule tree does not have.
@@ -124,7 +125,7 @@ func (s *Service) PeekDescriptor(ctx context.Context, domain string, entries []d
 // limits alone would, which a policy of the same name and limits without
 // the penalty (sharing their state) tells.
 func (s *Service) blocked(ctx context.Context, p *sluice.Policy, key string, d sluice.Decision) (time.Duration, error) {
-	if d.Allowed || p.PenaltyRef() == nil {
+	if d.Allowed || storekit.Of(p).Penalty() == nil {
 		return 0, nil
 	}
 	plain, err := sluice.NewPolicy(p.Name(), p.Limits()...)

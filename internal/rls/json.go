@@ -7,6 +7,8 @@ import (
 
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // maxJSONBody bounds the body of a POST /json request.
@@ -17,8 +19,10 @@ const maxJSONBody = 1 << 20
 // RateLimitResponse, both in the protobuf JSON mapping. The status is 200
 // when the request is OK, 429 when it is OVER_LIMIT, 400 (with a plain-text
 // message) for a body that is not a valid request, 503 when the store
-// failed, and 405 for a method other than POST.
-func (s *Service) JSONHandler() http.Handler {
+// failed, and 405 for a method other than POST. A body that does not arrive
+// within the listener's read timeout gets 408 and one over 1 MiB 413, as
+// on the gateway, each with an application/problem+json document.
+func JSONHandler(d Decider) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -27,7 +31,7 @@ func (s *Service) JSONHandler() http.Handler {
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJSONBody))
 		if err != nil {
-			http.Error(w, "rls: reading the body: "+err.Error(), http.StatusBadRequest)
+			problem.Body(w, err, maxJSONBody, "rls: reading the body: "+err.Error())
 			return
 		}
 		var req rlsv3.RateLimitRequest
@@ -35,7 +39,7 @@ func (s *Service) JSONHandler() http.Handler {
 			http.Error(w, "rls: invalid request: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		resp, err := s.Decide(r.Context(), &req)
+		resp, err := d.Decide(r.Context(), &req)
 		if err != nil {
 			code := http.StatusInternalServerError
 			switch {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // listsDescriptors limits every address, API key and user.
@@ -86,7 +87,7 @@ func TestLists(t *testing.T) {
 		if string(resp.RawBody) != DeniedBody || header(resp, "Content-Type") != "application/problem+json" {
 			t.Fatalf("%s: body %q, content type %q; want the problem document", ip, resp.RawBody, header(resp, "Content-Type"))
 		}
-		if header(resp, headerRetryAfter) != "" || resp.Statuses[1].CurrentLimit != nil {
+		if header(resp, engine.NameRetryAfter) != "" || resp.Statuses[1].CurrentLimit != nil {
 			t.Fatalf("%s: a refusal tells of no limit and no retry, got %v", ip, resp)
 		}
 	}

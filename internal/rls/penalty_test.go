@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clock"
 	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
@@ -84,7 +85,7 @@ func TestPenalty(t *testing.T) {
 				if got := resp.Statuses[0].DurationUntilReset.AsDuration(); got != left {
 					t.Fatalf("duration_until_reset %v, want %v (the block's end)", got, left)
 				}
-				if got, want := header(resp, headerRetryAfter), strconv.FormatInt(int64(left/time.Second), 10); got != want {
+				if got, want := header(resp, engine.NameRetryAfter), strconv.FormatInt(int64(left/time.Second), 10); got != want {
 					t.Fatalf("Retry-After %q, want %s", got, want)
 				}
 			}

@@ -31,11 +31,17 @@
 // and the counters a descriptor's enforce leaves in shadow mode
 // (descriptor.Match.Shadow), are decided on their own after the batch
 // (charged only when the request is admitted) and never reject; they are
-// reported as shadow_limited when over.
+// reported as shadow_limited when over, and, as an enforced limit would
+// be, charged nothing then: shadow mode is a dry run of enforcement.
 // Unlimited descriptors, allow-listed ones (a node without a limit) and
 // descriptors that match no rule are OK with no limit. A cost larger than
 // anything a limit could ever admit is OVER_LIMIT for that descriptor, not
-// an error.
+// an error; its status tells the limit's state, uncharged, and the answer
+// has no Retry-After.
+//
+// current_limit is the limit exactly, with unit_multiplier where its
+// period is not one whole unit (descriptor.Display), and
+// duration_until_reset is in whole seconds, rounded up.
 //
 // # Failures
 //
@@ -55,20 +61,22 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/descriptor"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Failure chooses what the service answers when the store fails.
@@ -103,6 +111,27 @@ const (
 	HeadersRetryAfter
 	// HeadersOff adds no header at all.
 	HeadersOff
+	// HeadersEnvoy adds the three headers envoyproxy/ratelimit adds when
+	// its LIMIT_RESPONSE_HEADERS_ENABLED is set, under the names of
+	// Options.EnvoyHeaderNames: the limit, the units remaining and the
+	// seconds until the reset (not a Unix time), describing the limit the
+	// legacy headers describe.
+	HeadersEnvoy
+)
+
+// EnvoyHeaderNames are the names of the HeadersEnvoy headers, as
+// envoyproxy/ratelimit's LIMIT_LIMIT_HEADER, LIMIT_REMAINING_HEADER and
+// LIMIT_RESET_HEADER set them. An empty name is its default:
+// RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset, as there.
+type EnvoyHeaderNames struct {
+	Limit, Remaining, Reset string
+}
+
+// The default EnvoyHeaderNames, envoyproxy/ratelimit's own.
+const (
+	DefaultEnvoyLimitHeader     = "RateLimit-Limit"
+	DefaultEnvoyRemainingHeader = "RateLimit-Remaining"
+	DefaultEnvoyResetHeader     = "RateLimit-Reset"
 )
 
 // DefaultHeaders is what a zero Options.Headers selects.
@@ -143,11 +172,17 @@ type Options struct {
 	Rules Rules
 	// Observer, if non-nil, receives every request's decisions.
 	Observer Observer
+	// Tracer, if non-nil, traces each decision and its store calls (see
+	// engine.Tracer).
+	Tracer engine.Tracer
 	// OnStoreError chooses the answer when the store fails. Default
 	// FailUnavailable.
 	OnStoreError Failure
 	// Headers selects the response headers. Default DefaultHeaders.
 	Headers Headers
+	// EnvoyHeaderNames name the HeadersEnvoy headers; see EnvoyHeaderNames
+	// for the defaults.
+	EnvoyHeaderNames EnvoyHeaderNames
 	// MaxDescriptors bounds the descriptors of one request. Default 64.
 	MaxDescriptors int
 	// MaxEntries bounds the entries of one descriptor. Default 32.
@@ -200,14 +235,12 @@ var ErrStore = errors.New("rls: store could not decide")
 // Service is the rate-limit service. Build it with New; it is safe for
 // concurrent use.
 type Service struct {
-	rlsv3.UnimplementedRateLimitServiceServer
-
 	opts  Options
-	rules atomic.Pointer[rulesBox]
+	eng   *engine.Engine
+	style engine.Style
+	names *engine.Names
 	pool  sync.Pool // *call
 }
-
-type rulesBox struct{ r Rules }
 
 // New returns a service for the options.
 func New(opts Options) (*Service, error) {
@@ -226,6 +259,18 @@ func New(opts Options) (*Service, error) {
 	if opts.Headers&HeadersOff != 0 {
 		opts.Headers = HeadersOff
 	}
+	n := &opts.EnvoyHeaderNames
+	for _, f := range []struct {
+		name *string
+		def  string
+	}{{&n.Limit, DefaultEnvoyLimitHeader}, {&n.Remaining, DefaultEnvoyRemainingHeader}, {&n.Reset, DefaultEnvoyResetHeader}} {
+		if *f.name == "" {
+			*f.name = f.def
+		}
+		if !httpguts.ValidHeaderFieldName(*f.name) {
+			return nil, fmt.Errorf("rls: invalid header name %q in EnvoyHeaderNames", *f.name)
+		}
+	}
 	if opts.MaxDescriptors <= 0 {
 		opts.MaxDescriptors = DefaultMaxDescriptors
 	}
@@ -238,32 +283,56 @@ func New(opts Options) (*Service, error) {
 	if opts.MaxHitsAddend == 0 || opts.MaxHitsAddend > DefaultMaxHitsAddend {
 		opts.MaxHitsAddend = DefaultMaxHitsAddend
 	}
-	s := &Service{opts: opts}
-	s.rules.Store(&rulesBox{opts.Rules})
+	s := &Service{opts: opts, style: opts.Headers.style(),
+		names: engine.NewNames(opts.EnvoyHeaderNames.Limit, opts.EnvoyHeaderNames.Remaining, opts.EnvoyHeaderNames.Reset),
+		// Every descriptor's status is told, a store error fails the
+		// request (Unavailable), and a denial of the store's failure
+		// policy is a denial, the protocol having no other answer.
+		eng: engine.New(opts.Store, engine.Options{Report: true, StopOnError: true, DegradedDenials: true, Tracer: opts.Tracer}),
+	}
 	s.pool.New = func() any { return new(call) }
 	return s, nil
 }
 
-// SetRules replaces the rule tree atomically: requests that started before
-// finish with the old tree, later ones use the new. Counters carry over
-// wherever the new tree gives a limit the same policy (same name and
-// definition). A nil tree is ignored and reported as an error.
-func (s *Service) SetRules(r Rules) error {
-	if r == nil {
-		return errors.New("rls: nil rules")
-	}
-	s.rules.Store(&rulesBox{r})
-	return nil
+// Rules returns the service's rule tree. A Service's options never change:
+// a new configuration is a new Service on the same store (see Current),
+// and counters carry over wherever the new tree gives a limit the same
+// policy (its name and index).
+func (s *Service) Rules() Rules { return s.opts.Rules }
+
+// Decider decides rate-limit requests, as Service.Decide does: a
+// *Service, or Current. The gRPC server and the HTTP handlers serve one.
+type Decider interface {
+	Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error)
 }
 
-// Rules returns the current rule tree.
-func (s *Service) Rules() Rules { return s.rules.Load().r }
+var _ Decider = (*Service)(nil)
+
+// Current is the service of the moment: each call goes to the *Service
+// the function returns then, and runs whole under it. A server that builds
+// a Service per configuration, and swaps it on reload, serves Current.
+type Current func() *Service
+
+// Decide decides req on the current service.
+func (f Current) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	return f().Decide(ctx, req)
+}
 
 // ShouldRateLimit implements the RLS v3 RateLimitService. Invalid requests
 // get codes.InvalidArgument; a store failure gets codes.Unavailable unless
 // OnStoreError is FailOnError and the store decided by its failure policy.
 func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
-	resp, err := s.Decide(ctx, req)
+	return grpcService{d: s}.ShouldRateLimit(ctx, req)
+}
+
+// grpcService serves a Decider as the RLS v3 RateLimitService.
+type grpcService struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	d Decider
+}
+
+func (g grpcService) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	resp, err := g.d.Decide(ctx, req)
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -284,34 +353,15 @@ func grpcError(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// batchTaker is implemented by stores that decide a sluice.TakeAll batch
-// themselves (memstore, redisstore).
-type batchTaker interface {
-	TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision) (bool, error)
-}
-
 // item is the state of one descriptor during a call.
 type item struct {
 	hits    int64
-	kind    kind
-	batch   int // index in call.reqs, for kindBatch
+	check   int // its check in the engine's call, or -1 when no limit applies
 	d       sluice.Decision
 	outcome Outcome
-	shadow  bool   // the limit reports, never denies (descriptor.Match.Shadow)
 	allow   string // the allow list that exempts the descriptor
 	denied  bool   // the descriptor carries a value on a deny list
 }
-
-type kind uint8
-
-const (
-	kindNone   kind = iota // no limit applies
-	kindOver               // over without asking the store: deny-all, or a cost beyond capacity
-	kindPeek               // hits 0: checked, not charged
-	kindBatch              // charged with the others through TakeAll
-	kindShadow             // shadow mode, decided alone
-	kindShadowPeek
-)
 
 // call is the scratch space of one request, pooled so that a decision
 // allocates little beyond the protobuf response.
@@ -319,11 +369,9 @@ type call struct {
 	entries []descriptor.Entry
 	ms      []descriptor.Match
 	items   []item
-	reqs    []sluice.Request
-	out     []sluice.Decision
 	events  []DescriptorEvent
-	hdr     []byte
-	idx     []int
+	eng     engine.Call
+	fields  []engine.Field
 	// deniedBy is the deny list that refused the request, if one did.
 	deniedBy string
 }
@@ -332,11 +380,9 @@ func (c *call) reset(n, entries int) {
 	c.entries = grow(c.entries, entries)
 	c.ms = grow(c.ms, n)[:n]
 	c.items = grow(c.items, n)[:n]
-	c.reqs = c.reqs[:0]
-	c.out = c.out[:0]
 	c.events = grow(c.events, n)[:n]
-	c.hdr = c.hdr[:0]
-	c.idx = c.idx[:0]
+	c.eng.Reset()
+	c.fields = c.fields[:0]
 	c.deniedBy = ""
 	clear(c.ms)
 	clear(c.items)
@@ -355,7 +401,7 @@ func grow[T any](s []T, n int) []T {
 // the store failed.
 func (s *Service) Decide(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	start := time.Now()
-	rules := s.rules.Load().r
+	rules := s.opts.Rules
 	nEntries, err := s.validate(req)
 	if err != nil {
 		s.observeError(ctx, rules, req.GetDomain(), err, start)
@@ -399,7 +445,24 @@ func (s *Service) observeError(ctx context.Context, r Rules, domain string, err 
 	s.opts.Observer.Observe(ctx, &ev)
 }
 
+// decide matches the request's descriptors (match), decides the limited
+// ones on the engine and answers.
 func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	if err := s.match(c, rules, req); err != nil {
+		return nil, err
+	}
+	if c.deniedBy != "" {
+		return s.denied(c), nil
+	}
+	return s.check(ctx, c)
+}
+
+// match finds what applies to each descriptor: a deny list (which refuses
+// the request; the rest is then only looked up for deny lists), an allow
+// list, an operator's override, the request's own limit or the rule tree's
+// match, with the request's billing anchor and the tree's replaces
+// applied.
+func (s *Service) match(c *call, rules Rules, req *rlsv3.RateLimitRequest) error {
 	reqHits := int64(req.HitsAddend)
 	if reqHits == 0 {
 		reqHits = 1 // proto3 cannot tell 0 from unset; unset means 1
@@ -433,7 +496,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		} else if l := d.Limit; l != nil {
 			m, err := rules.Override(req.Domain, es, l.RequestsPerUnit, descriptor.Unit(l.Unit))
 			if err != nil {
-				return nil, fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)
+				return fmt.Errorf("%w: descriptors[%d].limit: %w", ErrInvalidRequest, i, err)
 			}
 			c.ms[i] = m
 		} else {
@@ -441,7 +504,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		}
 	}
 	if c.deniedBy != "" {
-		return s.denied(c), nil
+		return nil
 	}
 	if a, ok := s.anchorOf(c.entries); ok {
 		for i := range c.ms {
@@ -451,17 +514,36 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 		}
 	}
 	descriptor.ApplyReplaces(c.ms)
+	return nil
+}
 
-	// Classify, and gather the enforced descriptors charged together.
-	over := false
+// check decides the matched descriptors on the engine and answers.
+func (s *Service) check(ctx context.Context, c *call) (*rlsv3.RateLimitResponse, error) {
+	// Each limited descriptor is a check of the engine's: a cost of 0
+	// (hits_addend 0) checks the limit without charging it, and passes
+	// when one more unit would: at exactly its limit it is OVER_LIMIT.
+	// envoyproxy/ratelimit decides a descriptor by its counter after
+	// adding the request's hits, refusing only a count above the limit
+	// (limiter/base_limiter.go: over when limitAfterIncrease > the limit's
+	// requests_per_unit; the Redis fixed window cache adds the hits with
+	// INCRBY, here 0, so the count after is the count before); so its
+	// check at exactly the limit is OK with 0 remaining, and only a
+	// counter already past the limit refuses it. Its counters pass their
+	// limits because it counts the hits of the requests it refuses. Sluice
+	// never counts a refused charge, so its counters stop at their limits,
+	// and a check that passed at the limit would pass for ever: checking
+	// on the request and charging a failure when the stream is done would
+	// then let every attempt through. The gateway's count rules check the
+	// same way.
 	for i := range c.items {
 		it, m := &c.items[i], &c.ms[i]
 		r := m.Rule
 		ev := &c.events[i]
 		ev.Hits = it.hits
+		it.check = -1
 		switch {
 		case r == nil:
-			it.kind, it.outcome = kindNone, OutcomeNoRule
+			it.outcome = OutcomeNoRule
 			switch {
 			case it.allow != "":
 				it.outcome, ev.AllowList = OutcomeAllowListed, it.allow
@@ -470,180 +552,52 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 			}
 			continue
 		case r.Unlimited:
-			it.kind, it.outcome = kindNone, OutcomeUnlimited
+			it.outcome = OutcomeUnlimited
 			ev.Name = metricName(r)
 			continue
 		}
-		ev.Name = metricName(r)
-		it.shadow = m.Shadow()
-		switch {
-		case r.DenyAll || r.Policy == nil:
-			it.kind = kindOver
-		case it.shadow && it.hits == 0:
-			it.kind = kindShadowPeek
-		case it.shadow:
-			it.kind = kindShadow
-			if r.Policy.CheckCost(it.hits) != nil {
-				it.kind = kindOver
-			}
+		ev.Name, ev.Key = metricName(r), m.Key
+		ch := engine.Check{Policy: r.Policy, Key: m.Key, Cost: it.hits, Name: displayName(r)}
+		if r.DenyAll || ch.Policy == nil {
+			d := display(r, 0)
+			ch.Policy, ch.Show = nil, sluice.Limit{Algorithm: sluice.FixedWindow, Count: d.Count, Period: d.Period}
+		}
+		switch shadow := m.Shadow(); {
+		case shadow && it.hits == 0:
+			ch.Mode, ch.Cost = engine.ShadowProbe, 1
+		case shadow:
+			ch.Mode = engine.Shadow
 		case it.hits == 0:
-			it.kind = kindPeek
+			ch.Mode, ch.Cost = engine.Probe, 1
 		default:
-			it.kind = kindBatch
-			it.batch = -1
-			for j := range c.reqs { // one counter named twice is charged once, with both costs
-				if c.reqs[j].Key == m.Key && samePolicy(c.reqs[j].Policy, r.Policy) {
-					it.batch = j
-					c.reqs[j].N += it.hits
-					break
-				}
-			}
-			if it.batch < 0 {
-				it.batch = len(c.reqs)
-				c.reqs = append(c.reqs, sluice.Request{Policy: r.Policy, Key: m.Key, N: it.hits})
-			}
+			ch.Mode = engine.Enforce
 		}
-		if it.kind == kindOver && !it.shadow {
-			over = true
-		}
+		it.check = c.eng.Add(ch)
 	}
-	// A cost beyond a limit's capacity is over that limit, not an error.
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind == kindBatch && c.reqs[it.batch].Policy.CheckCost(c.reqs[it.batch].N) != nil {
-			it.kind = kindOver
-			over = true
+	v, err := s.eng.Decide(ctx, &c.eng)
+	if err != nil {
+		if errors.Is(err, sluice.ErrInvalidBatch) {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 		}
+		return nil, s.storeFailed(c, err)
 	}
-	if cap(c.out) < len(c.reqs) {
-		c.out = make([]sluice.Decision, len(c.reqs))
-	}
-	c.out = c.out[:len(c.reqs)]
-	clear(c.out)
-
-	// Checks first: a request over a checked limit is rejected before
-	// anything is charged.
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind != kindPeek && it.kind != kindShadowPeek {
-			continue
-		}
-		p, key := c.ms[i].Rule.Policy, c.ms[i].Key
-		d, err := s.opts.Store.Peek(ctx, p, key)
-		if err != nil {
-			return nil, s.storeFailed(c, err)
-		}
-		if !d.Allowed && !d.Degraded && it.kind == kindPeek && p.PenaltyRef() != nil {
-			// A penalized limit counts a refused check as a strike, as the
-			// gateway's count rules do: the store takes one unit (a
-			// refusal charges nothing) and may block. Should the take be
-			// admitted after all (a unit freed meanwhile), the request
-			// stays refused.
-			if t, terr := s.opts.Store.Take(ctx, p, key, 1); terr == nil && !t.Allowed {
-				d = t
-			}
-		}
-		it.d = d
-		if !d.Allowed && it.kind == kindPeek {
-			over = true
-		}
-	}
-
-	if len(c.reqs) > 0 {
-		if !over {
-			ok, err := sluice.TakeAll(ctx, s.opts.Store, c.reqs, c.out)
-			if err != nil {
-				if errors.Is(err, sluice.ErrInvalidBatch) {
-					return nil, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-				}
-				return nil, s.storeFailed(c, err)
-			}
-			over = !ok
-			if over && len(c.reqs) > 1 {
-				if _, batch := s.opts.Store.(batchTaker); batch {
-					// A store's batch reports a member it would have admitted
-					// with what would remain after charging it; nothing was.
-					for j := range c.out {
-						if c.out[j].Allowed {
-							c.out[j].Remaining += c.reqs[j].N
-						}
-					}
-				}
-			}
-		}
-		if over {
-			// Nothing was charged: tell each counter's status without
-			// charging it, where the batch did not already.
-			for j := range c.reqs {
-				if !c.out[j].Time.IsZero() {
-					continue
-				}
-				d, err := s.opts.Store.Peek(ctx, c.reqs[j].Policy, c.reqs[j].Key)
-				if err != nil {
-					return nil, s.storeFailed(c, err)
-				}
-				if d.Allowed && d.Remaining < c.reqs[j].N {
-					d.Allowed = false
-				}
-				c.out[j] = d
-			}
-		}
-	}
-	// Shadow descriptors are decided alone, and charged only when the
-	// request is admitted.
-	for i := range c.items {
-		it := &c.items[i]
-		if it.kind != kindShadow {
-			continue
-		}
-		m := &c.ms[i]
-		var d sluice.Decision
-		var err error
-		if over {
-			d, err = s.opts.Store.Peek(ctx, m.Rule.Policy, m.Key)
-			if err == nil && d.Allowed && d.Remaining < it.hits {
-				d.Allowed = false
-			}
-		} else {
-			d, err = s.opts.Store.Take(ctx, m.Rule.Policy, m.Key, it.hits)
-		}
-		if err != nil {
-			return nil, s.storeFailed(c, err)
-		}
-		it.d = d
-	}
-
-	// Outcomes.
+	over := v != engine.Admitted
 	degraded := false
 	for i := range c.items {
 		it := &c.items[i]
-		if it.kind == kindBatch {
-			it.d = c.out[it.batch]
-		}
-		shadow := it.shadow
-		switch it.kind {
-		case kindNone:
-			// outcome set above
-		case kindOver:
-			it.outcome = OutcomeLimited
-		case kindBatch:
-			switch {
-			case !it.d.Allowed:
+		if it.check >= 0 {
+			r := &c.eng.Results[it.check]
+			it.d = r.Decision
+			switch r.Outcome {
+			case engine.Limited:
 				it.outcome = OutcomeLimited
-			case over:
+			case engine.ShadowLimited:
+				it.outcome = OutcomeShadowLimited
+			case engine.Skipped:
 				it.outcome = OutcomeSkipped
 			default:
 				it.outcome = OutcomeAllowed
 			}
-		default: // peeks and shadows
-			if it.d.Allowed {
-				it.outcome = OutcomeAllowed
-			} else {
-				it.outcome = OutcomeLimited
-			}
-		}
-		if shadow && it.outcome == OutcomeLimited {
-			it.outcome = OutcomeShadowLimited
 		}
 		degraded = degraded || it.d.Degraded
 		c.events[i].Outcome = it.outcome
@@ -661,7 +615,7 @@ func (s *Service) decide(ctx context.Context, c *call, rules Rules, req *rlsv3.R
 func (s *Service) storeFailed(c *call, err error) error {
 	for j := range c.items {
 		c.events[j].Outcome = c.items[j].outcome
-		if c.items[j].kind != kindNone {
+		if c.items[j].check >= 0 {
 			c.events[j].Outcome = OutcomeError
 		}
 	}
@@ -685,41 +639,11 @@ func (s *Service) anchorOf(entries []descriptor.Entry) (calendar.Anchor, bool) {
 	return calendar.Anchor{}, false
 }
 
-// samePolicy reports whether p and q keep the same state: the same policy,
-// or two built alike (a request's own limits beyond the tree's cache).
-func samePolicy(p, q *sluice.Policy) bool {
-	if p == q {
-		return true
-	}
-	if p.Name() != q.Name() || p.Len() != q.Len() {
-		return false
-	}
-	for i := range p.Len() {
-		if p.ID(i) != q.ID(i) {
-			return false
-		}
-	}
-	return true
-}
-
 func metricName(r *descriptor.Rule) string {
 	if r.MetricKey != "" {
 		return r.MetricKey
 	}
 	return r.Domain + ".override" // a request's own limit: never its values
-}
-
-// displayName is a rule's name in rate-limit headers.
-func displayName(r *descriptor.Rule) string {
-	switch {
-	case r.Name != "":
-		return r.Name
-	case r.MetricKey != "":
-		return r.MetricKey
-	case r.Policy != nil:
-		return r.Policy.Name()
-	}
-	return r.Domain
 }
 
 // response builds the protobuf answer. Statuses, their limits and
@@ -732,12 +656,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 	}
 	statuses := make([]rlsv3.RateLimitResponse_DescriptorStatus, n)
 	ptrs := make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
-	limited := 0
-	for i := range c.items {
-		if c.items[i].kind != kindNone {
-			limited++
-		}
-	}
+	limited := len(c.eng.Checks)
 	var limits []rlsv3.RateLimitResponse_RateLimit
 	var durs []durationpb.Duration
 	if limited > 0 {
@@ -753,7 +672,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 		r := c.ms[i].Rule
-		if it.kind == kindNone {
+		if it.check < 0 {
 			if r != nil && r.Unlimited {
 				st.LimitRemaining = math.MaxUint32
 			}
@@ -765,16 +684,15 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 			RequestsPerUnit: disp.RequestsPerUnit,
 			Unit:            rlsv3.RateLimitResponse_RateLimit_Unit(disp.Unit),
 		})
+		if disp.UnitMultiplier > 1 {
+			limits[len(limits)-1].UnitMultiplier = wrapperspb.UInt32(disp.UnitMultiplier)
+		}
 		st.CurrentLimit = &limits[len(limits)-1]
 		st.LimitRemaining = uint32(min(max(it.d.Remaining, 0), math.MaxUint32))
-		reset := it.d.ResetAfter
-		if !it.d.Allowed {
-			reset = it.d.RetryAfter
-		}
-		if it.kind == kindOver && it.d.Time.IsZero() {
-			reset = disp.Period
-		}
-		durs = append(durs, durationpb.Duration{Seconds: int64(reset / time.Second), Nanos: int32(reset % time.Second)})
+		// Whole seconds, rounded up, as envoyproxy/ratelimit answers: Envoy
+		// reads only the seconds (its X-RateLimit-Reset), and a client told
+		// to wait less than the truth retries too early.
+		durs = append(durs, durationpb.Duration{Seconds: engine.CeilSeconds(c.eng.ResetAfter(it.check))})
 		st.DurationUntilReset = &durs[len(durs)-1]
 	}
 	resp.Statuses = ptrs
@@ -788,7 +706,7 @@ func (s *Service) response(c *call, over, degraded bool) *rlsv3.RateLimitRespons
 	var violations []*structpb.Value
 	enabled := false
 	for i := range c.items {
-		if r := c.ms[i].Rule; r != nil && r.QuotaMode && c.items[i].kind != kindNone {
+		if r := c.ms[i].Rule; r != nil && r.QuotaMode && c.items[i].check >= 0 {
 			enabled = true
 			if c.items[i].outcome == OutcomeShadowLimited {
 				violations = append(violations, structpb.NewNumberValue(float64(i)))

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,7 +120,9 @@ func (r *recorder) last(t *testing.T) Event {
 // harness is a service behind a real gRPC server and a real HTTP server on
 // loopback, with a client from go-control-plane's generated code.
 type harness struct {
-	svc    *Service
+	svc    *Service // the service of the moment
+	cur    atomic.Pointer[Service]
+	opts   Options
 	client rlsv3.RateLimitServiceClient
 	conn   *grpc.ClientConn
 	url    string // the HTTP server's base URL
@@ -146,15 +149,16 @@ func start(t *testing.T, opts Options) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.svc = svc
-	g, health := svc.NewGRPCServer()
+	h.svc, h.opts = svc, opts
+	h.cur.Store(svc)
+	g, health := NewGRPCServer(Current(h.cur.Load))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
-	hs := httptest.NewServer(svc.HTTPHandler(health))
+	hs := httptest.NewServer(HTTPHandler(Current(h.cur.Load), health))
 	t.Cleanup(hs.Close)
 	h.url = hs.URL
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -165,6 +169,20 @@ func start(t *testing.T, opts Options) *harness {
 	h.conn = conn
 	h.client = rlsv3.NewRateLimitServiceClient(conn)
 	return h
+}
+
+// reload serves a new service with the harness's options and rules, on the
+// same store, as a server does on a reload.
+func (h *harness) reload(t *testing.T, rules Rules) {
+	t.Helper()
+	o := h.opts
+	o.Rules = rules
+	svc, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.svc = svc
+	h.cur.Store(svc)
 }
 
 // desc builds a descriptor from key, value pairs.
@@ -576,22 +594,38 @@ func TestInvalid(t *testing.T) {
 	}
 }
 
-// TestSetRules swaps the tree under a running service: the new rules apply
-// at once, and a limit that keeps its name and definition keeps its count.
-func TestSetRules(t *testing.T) {
-	h := start(t, Options{})
-	h.call(t, request(desc("path", "/login")))
-	next := strings.Replace(testConfig, "requests_per_unit: 3}", "requests_per_unit: 1}", 1) // remote_address: 3 → 1
-	if err := h.svc.SetRules(newSet(t, next)); err != nil {
+// TestCurrent serves a service that a new configuration replaces, as a
+// server swaps one per reload: the new rules apply at once, and a limit
+// that keeps its name and definition keeps its count.
+func TestCurrent(t *testing.T) {
+	st := memstore.New(memstore.Options{})
+	t.Cleanup(func() { st.Close() })
+	first, err := New(Options{Store: st, Rules: newSet(t, testConfig)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	wantCodes(t, h.call(t, request(desc("path", "/login"))), ok, ok)
-	wantCodes(t, h.call(t, request(desc("path", "/login"))), over, over) // login's count survived
-	wantCodes(t, h.call(t, request(desc("remote_address", "a"))), ok, ok)
-	wantCodes(t, h.call(t, request(desc("remote_address", "a"))), over, over) // the new limit applies
-	if err := h.svc.SetRules(nil); err == nil {
-		t.Error("SetRules(nil): no error")
+	var cur atomic.Pointer[Service]
+	cur.Store(first)
+	d := Current(cur.Load)
+	call := func(req *rlsv3.RateLimitRequest) *rlsv3.RateLimitResponse {
+		t.Helper()
+		resp, err := d.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
 	}
+	call(request(desc("path", "/login")))
+	next := strings.Replace(testConfig, "requests_per_unit: 3}", "requests_per_unit: 1}", 1) // remote_address: 3 → 1
+	second, err := New(Options{Store: st, Rules: newSet(t, next)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur.Store(second)
+	wantCodes(t, call(request(desc("path", "/login"))), ok, ok)
+	wantCodes(t, call(request(desc("path", "/login"))), over, over) // login's count survived
+	wantCodes(t, call(request(desc("remote_address", "a"))), ok, ok)
+	wantCodes(t, call(request(desc("remote_address", "a"))), over, over) // the new limit applies
 }
 
 func TestNewErrors(t *testing.T) {

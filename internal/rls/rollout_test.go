@@ -88,16 +88,12 @@ func TestServiceEnforceRaisedKeepsCounters(t *testing.T) {
 	for range 3 {
 		wantCodes(t, h.call(t, req), ok, ok)
 	}
-	if err := h.svc.SetRules(newSet(t, rolloutConfig("50"))); err != nil {
-		t.Fatal(err)
-	}
+	h.reload(t, newSet(t, rolloutConfig("50")))
 	wantCodes(t, h.call(t, req), over, over)
 	if got := h.obs.last(t).Descriptors[0].Outcome; got != OutcomeLimited {
 		t.Errorf("outcome at 50%%: %s, want limited", got)
 	}
-	if err := h.svc.SetRules(newSet(t, rolloutConfig("0%"))); err != nil {
-		t.Fatal(err)
-	}
+	h.reload(t, newSet(t, rolloutConfig("0%")))
 	wantCodes(t, h.call(t, req), ok, ok)
 	if got := h.obs.last(t).Descriptors[0].Outcome; got != OutcomeShadowLimited {
 		t.Errorf("outcome at 0%%: %s, want shadow_limited", got)

@@ -21,8 +21,8 @@ import (
 const ServiceName = "envoy.service.ratelimit.v3.RateLimitService"
 
 // Register registers the service with g.
-func (s *Service) Register(g *grpc.Server) {
-	rlsv3.RegisterRateLimitServiceServer(g, s)
+func Register(g *grpc.Server, d Decider) {
+	rlsv3.RegisterRateLimitServiceServer(g, grpcService{d: d})
 }
 
 // NewGRPCServer returns a gRPC server with the service, the gRPC health
@@ -31,10 +31,10 @@ func (s *Service) Register(g *grpc.Server) {
 //
 // The server handles calls on a pool of streamWorkers goroutines, which
 // opts may change with grpc.NumStreamWorkers.
-func (s *Service) NewGRPCServer(opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+func NewGRPCServer(d Decider, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
 	opts = append([]grpc.ServerOption{grpc.NumStreamWorkers(streamWorkers())}, opts...)
 	g := grpc.NewServer(opts...)
-	s.Register(g)
+	Register(g, d)
 	h := health.NewServer()
 	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	h.SetServingStatus(ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -58,9 +58,9 @@ func streamWorkers() uint32 {
 // HTTPHandler returns the handler of the service's HTTP listener:
 // POST /json (JSONHandler) and GET /healthcheck, which answers 200 "OK"
 // while the service is serving, as envoyproxy/ratelimit's does.
-func (s *Service) HTTPHandler(h *health.Server) http.Handler {
+func HTTPHandler(d Decider, h *health.Server) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/json", s.JSONHandler())
+	mux.Handle("/json", JSONHandler(d))
 	mux.HandleFunc("GET /healthcheck", func(w http.ResponseWriter, r *http.Request) {
 		if h != nil {
 			res, err := h.Check(r.Context(), &healthpb.HealthCheckRequest{})
@@ -81,7 +81,7 @@ func (s *Service) HTTPHandler(h *health.Server) http.Handler {
 // returns nil after a clean shutdown; ErrShutdownTimeout if calls had to
 // be cut off.
 func (s *Service) Serve(ctx context.Context, grpcLn, httpLn net.Listener, shutdownTimeout time.Duration) error {
-	g, h := s.NewGRPCServer()
+	g, h := NewGRPCServer(s)
 	var hs *http.Server
 	errc := make(chan error, 2)
 	var wg sync.WaitGroup
@@ -91,7 +91,7 @@ func (s *Service) Serve(ctx context.Context, grpcLn, httpLn net.Listener, shutdo
 		}
 	})
 	if httpLn != nil {
-		hs = &http.Server{Handler: s.HTTPHandler(h), ReadHeaderTimeout: 10 * time.Second}
+		hs = &http.Server{Handler: HTTPHandler(s, h), ReadHeaderTimeout: 10 * time.Second}
 		wg.Go(func() {
 			if err := hs.Serve(httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("rls: http: %w", err)

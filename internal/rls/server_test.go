@@ -83,8 +83,8 @@ func TestJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 400 {
-		t.Errorf("a body over %d bytes: %d, want 400", maxJSONBody, resp.StatusCode)
+	if resp.StatusCode != 413 || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Errorf("a body over %d bytes: %d %q, want 413 with a problem document", maxJSONBody, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }
 

@@ -5,7 +5,7 @@ import "github.com/sluicehq/sluice/descriptor"
 // Rules is what the service needs of a rule tree: the limit that applies to
 // each descriptor of a request. *descriptor.Set is the implementation;
 // it is immutable once handed to the service and safe for concurrent use,
-// and a reload hands in a new one (Service.SetRules).
+// and a reload builds a new Service with a new one (see Current).
 type Rules interface {
 	// HasDomain reports whether the tree has rules for domain.
 	HasDomain(domain string) bool
