@@ -1,5 +1,7 @@
 package algo
 
+import "iter"
+
 // Log is the state of a SlidingLog rule for one key: the admitted requests
 // of the last Period, oldest first, as (time, cost) entries in a ring. Entries
 // at the same nanosecond are merged, so a Log never holds more entries than
@@ -16,6 +18,19 @@ type logEntry struct{ at, n int64 }
 
 // Len returns the number of entries kept.
 func (lg *Log) Len() int { return lg.size }
+
+// All yields the log's entries, oldest first: the time of each and its
+// cost. It includes entries that no longer count, until a Record drops
+// them (see LogUsed for what counts at a time).
+func (lg *Log) All() iter.Seq2[int64, int64] {
+	return func(yield func(at, n int64) bool) {
+		for i := range lg.size {
+			if e := lg.at(i); !yield(e.at, e.n) {
+				return
+			}
+		}
+	}
+}
 
 // Bytes returns the memory held by the log's entries.
 func (lg *Log) Bytes() int { return cap(lg.ring) * 16 }

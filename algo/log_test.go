@@ -1,6 +1,7 @@
 package algo_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -77,6 +78,26 @@ func TestLogEntries(t *testing.T) {
 	}
 	if got := r.LogExpiry(&lg, end+int64(time.Second)+1); got != end+int64(time.Second)+1 {
 		t.Errorf("LogExpiry of a log whose entries have all expired: got now%+d, want now", got-end-int64(time.Second)-1)
+	}
+}
+
+// All yields the entries oldest first, merged as recorded, and stops when
+// asked to.
+func TestLogAll(t *testing.T) {
+	r := mustCompile(t, algo.SlidingLog, 100, time.Second, 0)
+	var lg algo.Log
+	for _, e := range [][2]int64{{t0 + 10, 1}, {t0 + 20, 2}, {t0 + 20, 3}, {t0 + 30, 4}} {
+		r.Record(&lg, e[0], e[1])
+	}
+	var got [][2]int64
+	for at, n := range lg.All() {
+		got = append(got, [2]int64{at - t0, n})
+	}
+	if want := [][2]int64{{10, 1}, {20, 5}, {30, 4}}; !slices.Equal(got, want) {
+		t.Errorf("All: got %v, want %v (times from t0)", got, want)
+	}
+	for range lg.All() {
+		break // a loop that stops early must not panic
 	}
 }
 

@@ -86,18 +86,30 @@ func (s *Store) TakeAll(ctx context.Context, reqs []sluice.Request, out []sluice
 	}
 	var res []int64
 	var err error
-	if s.coalesces(script == plainScript) {
+	for _, r := range reqs {
+		if err = s.settled(ctx, r.Policy, r.Key); err != nil {
+			break
+		}
+	}
+	switch {
+	case err != nil:
+	case s.coalesces(script == plainScript):
 		res, err = s.co.takeAll(ctx, s, reqs, comp, limits)
-	} else {
+	default:
 		res, err = s.batchCall(ctx, reqs, comp, limits, script)
 	}
 	if err != nil {
-		return s.degradeAll(ctx, reqs, out, err)
+		return s.degradeAll(ctx, reqs, comp, out, err)
 	}
 	ok := decodeBatch(reqs, res, out)
 	if s.deny != nil {
 		for i, r := range reqs {
 			s.remember(s.deny.id(comp[i].slots, r.Key), r.N, out[i])
+		}
+	}
+	if ok {
+		for _, r := range reqs {
+			s.mirror(ctx, r.Policy, r.Key, r.N)
 		}
 	}
 	return ok, nil
@@ -169,8 +181,9 @@ func appendCosts(args []string, reqs []sluice.Request, comp []*compiled) []strin
 	return args
 }
 
-// degradeAll answers a batch per OnError after Redis failed with err.
-func (s *Store) degradeAll(ctx context.Context, reqs []sluice.Request, out []sluice.Decision, err error) (bool, error) {
+// degradeAll answers a batch per OnError after Redis failed with err. With
+// Local, a batch that the fallback admits is recorded in the tab.
+func (s *Store) degradeAll(ctx context.Context, reqs []sluice.Request, comp []*compiled, out []sluice.Decision, err error) (bool, error) {
 	if cerr := callerDone(ctx); cerr != nil {
 		return false, cerr
 	}
@@ -179,8 +192,11 @@ func (s *Store) degradeAll(ctx context.Context, reqs []sluice.Request, out []slu
 	}
 	if s.onError == Local {
 		ok, lerr := sluice.TakeAll(ctx, s.fallback, reqs, out)
-		for i := range reqs {
+		for i, r := range reqs {
 			out[i].Degraded = true
+			if ok && lerr == nil {
+				s.tab.record(r.Policy, comp[i], r.Key, r.N, s.tabTime(out[i]), out[i])
+			}
 		}
 		return ok, lerr
 	}

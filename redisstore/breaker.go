@@ -163,6 +163,9 @@ func (s *Store) probe() {
 		if s.breaker.probed(err) {
 			s.changed()
 		}
+		if err == nil && s.tab.pending.Load() != 0 {
+			s.settleSoon()
+		}
 	})
 }
 

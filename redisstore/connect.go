@@ -50,6 +50,9 @@ func connectLater(s *Store, co rueidis.ClientOption, first error) *connector {
 			if err == nil {
 				s.conn.Store(&clientBox{client})
 				s.changed()
+				if s.tab.pending.Load() != 0 {
+					s.settleSoon()
+				}
 				return
 			}
 			c.fail(co, err)

@@ -56,13 +56,20 @@ func (s *Store) AcquireTake(ctx context.Context, p *sluice.Policy, n int64, name
 	if s.deny != nil {
 		s.deny.forget(s.deny.id(c.slots, key))
 	}
-	res, err := s.leaseTake(ctx, c, p, n, name, key, id, limit, lease)
+	err := s.settled(ctx, p, key)
+	var res []int64
+	if err == nil {
+		res, err = s.leaseTake(ctx, c, p, n, name, key, id, limit, lease)
+	}
 	if err != nil {
-		return s.degradeLeaseTake(ctx, p, err, n, name, key, id, limit, lease)
+		return s.degradeLeaseTake(ctx, c, p, err, n, name, key, id, limit, lease)
 	}
 	k := len(res) - 4
 	d := decision(p, res[:k])
 	st := leaseStatus([]int64{res[0], res[k], res[k+1], res[k+2], res[k+3]})
+	if d.Allowed {
+		s.mirror(ctx, p, key, n)
+	}
 	return d, st, nil
 }
 
@@ -82,7 +89,7 @@ func (s *Store) leaseTake(ctx context.Context, c *compiled, p *sluice.Policy, n 
 
 // degradeLeaseTake answers an AcquireTake per OnError after Redis failed
 // with err.
-func (s *Store) degradeLeaseTake(ctx context.Context, p *sluice.Policy, err error, n int64, name, key, id string, limit int64, lease time.Duration) (sluice.Decision, sluice.LeaseStatus, error) {
+func (s *Store) degradeLeaseTake(ctx context.Context, c *compiled, p *sluice.Policy, err error, n int64, name, key, id string, limit int64, lease time.Duration) (sluice.Decision, sluice.LeaseStatus, error) {
 	if cerr := callerDone(ctx); cerr != nil {
 		return sluice.Decision{}, sluice.LeaseStatus{}, cerr
 	}
@@ -122,6 +129,9 @@ func (s *Store) degradeLeaseTake(ctx context.Context, p *sluice.Policy, err erro
 	d.Degraded, st.Degraded = true, true
 	if st.Granted {
 		st.Holder = fb
+	}
+	if d.Allowed {
+		s.tab.record(p, c, key, n, s.tabTime(d), d)
 	}
 	return d, st, nil
 }

@@ -66,7 +66,11 @@ import (
 // admitted since (in one quota.lua call that charges them to the key
 // unconditionally), receiving the remaining units back as its new view.
 // The first decision on a key in a process is a plain decision in Redis,
-// which also sets the view. See docs/hot-keys.md, "Async mode", for the bound.
+// which also sets the view. A fixed window's view holds the window Redis
+// was in at the last sync, to its end as placed on the local clock from the
+// time the sync was sent (never late); the first decision after that end
+// syncs before it decides, so no unit is admitted for a window Redis has
+// not reached. See docs/hot-keys.md, "Async mode", for the bound.
 //
 // # Failures
 //
@@ -75,7 +79,10 @@ import (
 // whose return was sent in a call that failed is never spent again: it
 // may have been returned. Async views keep deciding until their next sync
 // fails; then the key's decisions take the OnError path until a sync
-// succeeds.
+// succeeds. With OnError Local, the fallback starts from Redis's count at
+// the key's last call (each grant and sync sets the key's state in the
+// fallback to it), plus the units an async view admitted since; what it
+// admits is charged to Redis when Redis returns (see fallback.go).
 //
 // Quota leases apply to policies of one limit in plain arithmetic
 // (nearly all real rules); other policies are decided exactly, whatever
@@ -162,10 +169,11 @@ func (q *quotas) lapse(now int64) {
 
 // quotas is the store's table of keys decided in lease or async mode.
 type quotas struct {
-	rate     int64   // Options.LeaseRate
-	fraction float64 // Options.LeaseFraction
-	ttl      int64   // Options.LeaseTTL, ns
-	idPrefix string  // unique to the store: lease ids are idPrefix + a counter
+	now      func() int64 // Store.quotaNow
+	rate     int64        // Options.LeaseRate
+	fraction float64      // Options.LeaseFraction
+	ttl      int64        // Options.LeaseTTL, ns
+	idPrefix string       // unique to the store: lease ids are idPrefix + a counter
 
 	nextID                       atomic.Int64
 	local, calls, leases, unused atomic.Int64
@@ -222,6 +230,9 @@ type quotaEntry struct {
 	nextSync   int64
 	syncing    bool
 	syncFailed bool
+	// The fallback has been given the units pending since the last sync,
+	// which failed.
+	pendingFellBack bool
 }
 
 func (q *quotas) init(opts Options) {
@@ -282,7 +293,6 @@ func (s *Store) quotaNow() int64 {
 	return int64(time.Since(monoBase))
 }
 
-// entry returns key's entry under p, locked.
 // quotaTime is the time of a local decision made at now (quotaNow): the
 // Clock's, or the wall clock's (coarse: a decision's time is informative).
 func (s *Store) quotaTime(now int64) time.Time {
@@ -292,7 +302,10 @@ func (s *Store) quotaTime(now int64) time.Time {
 	return s.mono.Now()
 }
 
-func (q *quotas) entry(p *sluice.Policy, c *compiled, key string, now int64) *quotaEntry {
+// entry returns key's entry under p, locked. The caller reads the time
+// once it holds the entry: a decision that waited for the entry while
+// another called Redis is made when it gets it, not when it arrived.
+func (q *quotas) entry(p *sluice.Policy, c *compiled, key string) *quotaEntry {
 	k := quotaKey{p.Name(), key}
 	for {
 		q.mu.RLock()
@@ -311,7 +324,7 @@ func (q *quotas) entry(p *sluice.Policy, c *compiled, key string, now int64) *qu
 			// A new key, or a policy rebuilt (a reload): a lease taken
 			// under the old one is left to expire.
 			if len(q.m) >= q.sweepAt {
-				q.sweep(now)
+				q.sweep(q.now())
 			}
 			old := e
 			e = &quotaEntry{c: c, p: p}
@@ -451,8 +464,8 @@ func leaseMargin(life int64) int64 { return int64(time.Millisecond) + life/100 }
 // takeLeased decides a request of cost n for key under p, in lease mode.
 func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
 	q := &s.quota
+	e := q.entry(p, c, key)
 	now := s.quotaNow()
-	e := q.entry(p, c, key, now)
 	rate := e.count(now)
 	if e.units >= n && now < e.until && !e.lapsed {
 		e.units -= n
@@ -491,12 +504,17 @@ func (s *Store) takeLeased(ctx context.Context, c *compiled, p *sluice.Policy, k
 	if life > 0 {
 		id = q.idPrefix + strconv.FormatInt(q.nextID.Add(1), 36)
 	}
-	rep, err := s.quotaCall(ctx, c, p, key, "grant", want, n, life, id, retID, ret, "")
+	err := s.settled(ctx, p, key)
+	var rep quotaReply
+	if err == nil {
+		rep, err = s.quotaCall(ctx, c, p, key, "grant", want, n, life, id, retID, ret, "")
+	}
 	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
+		return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 	}
 	const us = int64(time.Microsecond)
 	e.remaining, e.reset, e.at = rep.remaining, rep.reset*us, now
+	s.mirrorState(ctx, p, key, rep.remaining)
 	if rep.granted == 0 {
 		d := storekit.Of(p).Decision(0, algo.Status{Remaining: rep.remaining, RetryAfter: rep.retry * us, ResetAfter: rep.reset * us}, rep.now*us)
 		if s.deny != nil {
@@ -603,29 +621,34 @@ func (s *Store) returnLeases() {
 // locally, against the key's view, which a sync refreshes every interval.
 func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, key string, n int64) (sluice.Decision, error) {
 	q := &s.quota
-	now := s.quotaNow()
-	e := q.entry(p, c, key, now)
+	e := q.entry(p, c, key)
 	defer e.mu.Unlock()
+	now := s.quotaNow()
 	e.count(now)
 	if !e.viewed {
 		s.quota.watch(s, quotaKey{p.Name(), key}, e)
 	}
-	if !e.viewed || e.syncFailed || now >= e.nextSync {
-		if err := s.sync(ctx, e, key, now); err != nil {
-			return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
-		}
-	} else {
-		q.local.Add(1)
-	}
 	r := storekit.Of(p).Rule(0)
-	if r.Algorithm() == algo.FixedWindow && now >= e.windowEnd {
-		// A new window on the local clock: its count starts afresh here;
-		// what was not sent of the last one is dropped (see docs/hot-keys.md).
-		period := int64(r.Period())
-		k := (now-e.windowEnd)/period + 1
-		e.window += k * period / int64(time.Microsecond)
-		e.windowEnd += k * period
-		e.remaining, e.pending = r.Count(), 0
+	window := r.Algorithm() == algo.FixedWindow
+	// A window's view ends with its window, as the last sync placed it on
+	// the local clock (never late): the first decision after it syncs, so
+	// that a view never admits units for a window Redis has not reached,
+	// and syncs again if the window ended while it synced.
+	synced := false
+	for tries := 0; tries < 2 && (!e.viewed || e.syncFailed || now >= e.nextSync || window && now >= e.windowEnd); tries++ {
+		if err := s.sync(ctx, e, key, now); err != nil {
+			if !e.pendingFellBack && e.pending > 0 && s.onError == Local {
+				// The fallback holds Redis's count as of the last sync
+				// (mirrorState); the units admitted since are the rest.
+				e.pendingFellBack = true
+				s.fallback.Take(ctx, p, key, e.pending)
+			}
+			return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
+		}
+		synced, now = true, s.quotaNow()
+	}
+	if !synced {
+		q.local.Add(1)
 	}
 	avail := e.remaining - e.pending
 	d := sluice.Decision{Limit: r.Count(), Time: s.quotaTime(now)}
@@ -636,8 +659,8 @@ func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, ke
 		return d, nil
 	}
 	d.Remaining = max(avail, 0)
-	if r.Algorithm() == algo.FixedWindow {
-		d.RetryAfter = time.Duration(e.windowEnd - now)
+	if window {
+		d.RetryAfter = time.Duration(max(e.windowEnd-now, 1))
 	} else {
 		// The time the missing tokens take to refill, and at least until
 		// the next sync, which will see them.
@@ -664,14 +687,19 @@ func (s *Store) sync(ctx context.Context, e *quotaEntry, key string, now int64) 
 	if window == "" && r.Algorithm() == algo.FixedWindow {
 		sent = 0
 	}
-	rep, err := s.quotaCall(ctx, e.c, e.p, key, "sync", sent, 0, 0, "", "", 0, window)
+	err := s.settled(ctx, e.p, key)
+	var rep quotaReply
+	if err == nil {
+		rep, err = s.quotaCall(ctx, e.c, e.p, key, "sync", sent, 0, 0, "", "", 0, window)
+	}
 	if err != nil {
 		e.syncFailed = true
 		return err
 	}
-	e.viewed, e.syncFailed = true, false
+	e.viewed, e.syncFailed, e.pendingFellBack = true, false, false
 	e.pending -= sent
 	e.remaining, e.reset, e.at = rep.remaining, rep.reset*us, now
+	s.mirrorState(ctx, e.p, key, rep.remaining)
 	e.nextSync = now + int64(e.p.Sync().Interval)
 	if r.Algorithm() == algo.FixedWindow {
 		period := int64(r.Period()) / us
@@ -799,10 +827,15 @@ func (s *Store) peekLocal(p *sluice.Policy, c *compiled, key string) (sluice.Dec
 // limits): decided in Redis, minding the lease records, as a take is.
 func (s *Store) reserveQuota(ctx context.Context, c *compiled, p *sluice.Policy, key string, n int64, maxWait time.Duration) (sluice.Decision, error) {
 	const us = int64(time.Microsecond)
-	rep, err := s.quotaCall(ctx, c, p, key, "reserve", n, int64(maxWait)/us, 0, "", "", 0, "")
-	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
+	err := s.settled(ctx, p, key)
+	var rep quotaReply
+	if err == nil {
+		rep, err = s.quotaCall(ctx, c, p, key, "reserve", n, int64(maxWait)/us, 0, "", "", 0, "")
 	}
+	if err != nil {
+		return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
+	}
+	s.mirrorState(ctx, p, key, rep.remaining)
 	wait := time.Duration(rep.retry * us)
 	d := storekit.Of(p).Decision(0, algo.Status{Allowed: rep.granted > 0, Remaining: rep.remaining, ResetAfter: rep.reset * us}, rep.now*us)
 	if rep.granted == 0 {

@@ -91,12 +91,19 @@
 // request is never charged more than once. When Redis fails (down,
 // slow, partitioned) the store answers per Options.OnError: Local (the
 // default) decides with an in-memory store holding the same limits, Allow
-// admits, Deny rejects. A circuit breaker stops calling a Redis that keeps
-// failing (Options.BreakerThreshold failures in a row) and, while open,
-// probes it with a PING about every second (Options.BreakerCooldown,
-// jittered), in the background, however long the outage lasts: decisions
-// go back to Redis within about a second of its return. Every Decision from
-// a fallback path has Degraded set; Store.Degraded reports the state, and
+// admits, Deny rejects. With Local, neither switch admits anything twice
+// (see fallback.go): the fallback starts from what the store knows of a
+// key (every request Redis admitted, in exact mode; Redis's count at the
+// key's last call, in lease and async mode), and every request the
+// fallback admits is charged to Redis when it returns, before the key's
+// next decision there and, for every key, from the first call that
+// succeeds (docs/stores.md, "When Redis comes back", states the bound). A
+// circuit breaker stops calling a Redis that keeps failing
+// (Options.BreakerThreshold failures in a row) and, while open, probes it
+// with a PING about every second (Options.BreakerCooldown, jittered), in
+// the background, however long the outage lasts: decisions go back to
+// Redis within about a second of its return. Every Decision from a
+// fallback path has Degraded set; Store.Degraded reports the state, and
 // Options.OnStateChange hears when the store enters and leaves degraded
 // operation.
 //
@@ -319,8 +326,13 @@ type Options struct {
 	Timeout time.Duration
 	// OnError is what to do when Redis fails. Default Local.
 	OnError Failure
-	// Fallback is the store used by Local. Default: a memstore.Store with
-	// default options, closed on Close.
+	// Fallback is the store used by Local. So that it starts from what
+	// the store knows when Redis fails, every request that Redis admits in
+	// exact mode is charged to it too, and in lease and async mode a key's
+	// state in it is set to Redis's count at every call for the key: it
+	// must decide in memory, in well under a microsecond. Default: a
+	// memstore.Store with default options (on Clock, when set), closed on
+	// Close.
 	Fallback sluice.Store
 	// BreakerThreshold is how many failures in a row open the circuit
 	// breaker. Default 5.
@@ -337,10 +349,11 @@ type Options struct {
 	// Redis has denied. Default 16384 (about 1 MiB); negative disables it.
 	DenyCache int
 	// Clock, if set, supplies the decision time instead of the Redis
-	// server's TIME. For tests; in production every process must then run
-	// a synchronized clock. Key TTLs keep running on the server's clock,
-	// which this clock need not keep pace with, so with a Clock every TTL
-	// is an hour longer than the state needs.
+	// server's TIME, and the time of the fallback the store builds. For
+	// tests; in production every process must then run a synchronized
+	// clock. Key TTLs keep running on the server's clock, which this clock
+	// need not keep pace with, so with a Clock every TTL is an hour longer
+	// than the state needs.
 	Clock Clock
 	// OnFailure, if set, is called with every error that sent a decision
 	// to the OnError path. It must be fast and safe for concurrent use; use
@@ -402,6 +415,12 @@ type Store struct {
 	onState   func(degraded bool, err error)
 	hash      *hasher // with Options.HashKeys
 	quota     quotas  // keys in lease or async mode
+	tab       tab     // what the fallback admitted, to charge to Redis (fallback.go)
+	// settleSoon is Store.settleSoon, which run calls through this value:
+	// a direct call would close a cycle of calls (run, settleSoon, charge,
+	// run), and escape analysis would then move the reply buffers that
+	// decisions keep on their stacks to the heap.
+	settleSoon func()
 
 	// bg tracks the breaker's probes, so that Close waits for them.
 	bg struct {
@@ -433,6 +452,8 @@ func New(opts Options) (*Store, error) {
 		onState:   opts.OnStateChange,
 	}
 	s.quota.init(opts)
+	s.quota.now = s.quotaNow
+	s.settleSoon = s.startSettling
 	if s.prefix == "" {
 		s.prefix = "sluice"
 	}
@@ -487,7 +508,7 @@ func New(opts Options) (*Store, error) {
 	}
 	s.state.reported = s.client() == nil
 	if s.onError == Local && s.fallback == nil {
-		s.ownFall = memstore.New(memstore.Options{})
+		s.ownFall = memstore.New(memstore.Options{Clock: opts.Clock})
 		s.fallback = s.ownFall
 	}
 	return s, nil
@@ -543,6 +564,7 @@ func (s *Store) Close() error {
 		s.connector.stop()
 	}
 	s.closeQuotas()
+	s.settleAll()
 	s.bg.Lock()
 	s.bg.closed = true
 	s.bg.Unlock()
@@ -894,6 +916,9 @@ func (s *Store) run(ctx, cctx context.Context, script *rueidis.Lua, op string, k
 	if s.breaker.success() {
 		s.changed()
 	}
+	if s.tab.pending.Load() != 0 {
+		s.settleSoon()
+	}
 	return res, nil
 }
 
@@ -963,8 +988,10 @@ func callerDone(ctx context.Context) error {
 	return nil
 }
 
-// degrade answers per OnError after Redis failed with err.
-func (s *Store) degrade(ctx context.Context, p *sluice.Policy, err error, local func(sluice.Store) (sluice.Decision, error)) (sluice.Decision, error) {
+// degrade answers per OnError after Redis failed with err a request of n
+// units (0 for a peek) for key under p. With Local, units that the fallback
+// admits are recorded in the tab, to be charged to Redis when it returns.
+func (s *Store) degrade(ctx context.Context, c *compiled, p *sluice.Policy, key string, n int64, err error, local func(sluice.Store) (sluice.Decision, error)) (sluice.Decision, error) {
 	if cerr := callerDone(ctx); cerr != nil {
 		return sluice.Decision{}, cerr
 	}
@@ -976,6 +1003,9 @@ func (s *Store) degrade(ctx context.Context, p *sluice.Policy, err error, local 
 	}
 	d, lerr := local(s.fallback)
 	d.Degraded = true
+	if lerr == nil && d.Allowed && n > 0 {
+		s.tab.record(p, c, key, n, s.tabTime(d), d)
+	}
 	return d, lerr
 }
 
@@ -1029,16 +1059,21 @@ func (s *Store) takeExact(ctx context.Context, c *compiled, p *sluice.Policy, ke
 	}
 	var rb [10]int64 // the reply for up to two limits, on the stack
 	var res []int64
-	var err error
-	if s.coalesces(c.script == plainScript) {
+	err := s.settled(ctx, p, key)
+	switch {
+	case err != nil:
+	case s.coalesces(c.script == plainScript):
 		res, err = s.co.take(ctx, s, c, p, key, n, rb[:0])
-	} else {
+	default:
 		res, err = s.call(ctx, c, p, key, "take", n, 0, rb[:0])
 	}
 	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
+		return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Take(ctx, p, key, n) })
 	}
 	d := decision(p, res)
+	if d.Allowed {
+		s.mirror(ctx, p, key, n)
+	}
 	if s.deny != nil {
 		if c.pen != nil && res[1] != -1 {
 			// A denial that does not block is a strike: every one must
@@ -1110,9 +1145,13 @@ func (s *Store) Peek(ctx context.Context, p *sluice.Policy, key string) (sluice.
 		}
 	}
 	var rb [10]int64
-	res, err := s.call(ctx, c, p, key, "peek", 0, 0, rb[:0])
+	var res []int64
+	err := s.settled(ctx, p, key)
+	if err == nil {
+		res, err = s.call(ctx, c, p, key, "peek", 0, 0, rb[:0])
+	}
 	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Peek(ctx, p, key) })
+		return s.degrade(ctx, c, p, key, 0, err, func(f sluice.Store) (sluice.Decision, error) { return f.Peek(ctx, p, key) })
 	}
 	return decision(p, res), nil
 }
@@ -1131,9 +1170,13 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 		return s.reserveQuota(ctx, c, p, key, n, maxWait)
 	}
 	var rb [10]int64
-	res, err := s.call(ctx, c, p, key, "reserve", n, maxUs, rb[:0])
+	var res []int64
+	err := s.settled(ctx, p, key)
+	if err == nil {
+		res, err = s.call(ctx, c, p, key, "reserve", n, maxUs, rb[:0])
+	}
 	if err != nil {
-		return s.degrade(ctx, p, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
+		return s.degrade(ctx, c, p, key, n, err, func(f sluice.Store) (sluice.Decision, error) { return f.Reserve(ctx, p, key, n, maxWait) })
 	}
 	d := decision(p, res)
 	if res[1] == -1 {
@@ -1146,6 +1189,9 @@ func (s *Store) Reserve(ctx context.Context, p *sluice.Policy, key string, n int
 	}
 	d.Delay = wait
 	d.ResetAfter += wait
+	if s.onError == Local {
+		s.fallback.Reserve(ctx, p, key, n, maxWait)
+	}
 	return d, nil
 }
 
@@ -1163,7 +1209,9 @@ func (s *Store) Cancel(ctx context.Context, p *sluice.Policy, key string, n int6
 		_, err = s.quotaCall(ctx, c, p, key, "cancel", n, at.UnixMicro(), 0, "", "", 0, "")
 	} else {
 		var rb [2]int64
-		_, err = s.call(ctx, c, p, key, "cancel", n, at.UnixMicro(), rb[:0])
+		if _, err = s.call(ctx, c, p, key, "cancel", n, at.UnixMicro(), rb[:0]); err == nil && s.onError == Local {
+			s.fallback.Cancel(ctx, p, key, n, at)
+		}
 	}
 	if err != nil {
 		if cerr := callerDone(ctx); cerr != nil {
@@ -1195,6 +1243,7 @@ func (s *Store) Reset(ctx context.Context, p *sluice.Policy, key string) error {
 			return err
 		}
 	}
+	s.tab.forget(p.Name(), key)
 	client := s.client()
 	if client == nil {
 		return fmt.Errorf("redisstore: reset: %w", s.connector.err())

@@ -8,16 +8,19 @@
 -- KEYS: two per limit: the state key, and an auxiliary key used by
 --       sliding_log for its entries (both carry the same hash tag, so they
 --       share a slot).
--- ARGV: op ("take", "peek", "reserve", "cancel", "batch"), cost n, now in
---       µs ("" to use the server's TIME), maxWait (reserve) or due time
---       (cancel) in µs, the number of limits, then per limit: algorithm
---       (1 token_bucket, 2 gcra, 3 fixed_window, 4 sliding_window,
---       5 sliding_log), count, period in µs, burst, the reduced rate l/p
---       (l units per p µs), 1 if the rule needs big-number arithmetic,
---       else 0, and the definition "alg:count:period:burst;". "batch" is "take" for limits of several policies and keys
---       at once, each with its own cost: the limits' arguments are followed
---       by one cost per limit, and n is ignored.
--- Returns {now, wait, then per limit: allowed, remaining, retry, reset}.
+-- ARGV: op ("take", "peek", "reserve", "cancel", "batch", "charge"), cost
+--       n, now in µs ("" to use the server's TIME), maxWait (reserve) or
+--       due time (cancel) in µs, the number of limits, then per limit:
+--       algorithm (1 token_bucket, 2 gcra, 3 fixed_window, 4
+--       sliding_window, 5 sliding_log), count, period in µs, burst, the
+--       reduced rate l/p (l units per p µs), 1 if the rule needs
+--       big-number arithmetic, else 0, and the definition
+--       "alg:count:period:burst;". "batch" is "take" for limits of several
+--       policies and keys at once, each with its own cost: the limits'
+--       arguments are followed by one cost per limit, and n is ignored.
+--       "charge" is followed by one argument per limit too (see below).
+-- Returns {now, wait, then per limit: allowed, remaining, retry, reset};
+-- cancel and charge return {now, 0}.
 
 -- Exact integer arithmetic. Lua's numbers are doubles, exact only below
 -- 2^53, and the algorithms multiply counts by periods. Two sets of the same
@@ -510,6 +513,103 @@ for i = 1, nl do
   use(r.set)
   r.cap = mul(r.burst, r.p)
   rules[i] = r
+end
+
+-- charge records what the store's fallback admitted while Redis was away
+-- (see the store's tab), whatever the limits hold. Each limit's argument
+-- after the limits' is "charge;floor": two lists of integers, either
+-- empty. The charge: for a bucket n, n units of debt now (the debt those
+-- units still leave); for a fixed window start, n, n units in the window
+-- that started at start (µs), if it is the current one; for a sliding
+-- window start, prev, cur, the counts of the window that started at start
+-- and of the one before, to the same windows while they count; a window
+-- that the store's clock has reached and Redis's not yet goes to Redis's
+-- current one. For a sliding log at, n, at, n, ...: entries of n units at
+-- µs at, if they still count. The floor, in the same form, is what the
+-- fallback started from: written first if the limit holds nothing (Redis
+-- lost or dropped the key meanwhile), so that its usage is not admitted
+-- again.
+local function ints(list)
+  local v = {}
+  for x in string.gmatch(list, '%d+') do v[#v + 1] = tonumber(x) end
+  return v
+end
+
+-- charged returns st, a window's or bucket's state, charged with v; and
+-- the µs until it is fresh, or nil if nothing counts.
+local function charged(r, st, v)
+  if r.alg == TOKEN_BUCKET or r.alg == GCRA then
+    local d = add(debt(r, st, now), mul(v[1], r.p))
+    if isZero(d) then return st, nil end
+    return bucketState(r, d, now), divCeil(d, r.l)
+  end
+  -- The current window, as evalFixed and evalSliding find it.
+  local start, stop = span(r, st[1], now)
+  local prev, cur = 0, 0
+  if st[1] >= start then
+    if st[1] ~= start then stop = endOf(r, st[1], st[4]) end
+    start, prev, cur = st[1], st[2], st[3]
+  elseif r.alg == SLIDING and isPrev(r, st[1], start) then
+    prev = st[3]
+  end
+  if r.alg == FIXED then
+    -- prev is the window's count.
+    if v[1] >= start then prev = prev + v[2] end
+    if prev == 0 then return st, nil end
+    return {start, prev, 0, st[4], st[5]}, stop - now
+  end
+  if v[1] > start then
+    cur = cur + v[2] + v[3]
+  elseif v[1] == start then
+    prev, cur = prev + v[2], cur + v[3]
+  elseif isPrev(r, v[1], start) then
+    prev = prev + v[3]
+  end
+  if cur > 0 then return {start, prev, cur, st[4], st[5]}, endOf(r, stop, st[5]) - now end
+  if prev > 0 then return {start, prev, cur, st[4], st[5]}, stop - now end
+  return st, nil
+end
+
+if op == 'charge' then
+  for i, r in ipairs(rules) do
+    use(r.set)
+    local list, floor = string.match(ARGV[5 + nl * 8 + i], '^([^;]*);?(.*)$')
+    local v, f = ints(list), ints(floor)
+    if r.alg == LOG then
+      local lg = loadLog(r, now)
+      if lg.sum == 0 then
+        for j = 1, #f do v[#v + 1] = f[j] end
+      end
+      if lg.live ~= lg.sum then
+        redis.call('ZREMRANGEBYSCORE', r.aux, '-inf', fmt(now - r.period))
+        lg.sum = lg.live
+      end
+      local added = false
+      for j = 1, #v - 1, 2 do
+        if v[j] > now - r.period and v[j + 1] > 0 then
+          lg.seq = lg.seq + 1
+          lg.sum = lg.sum + v[j + 1]
+          redis.call('ZADD', r.aux, fmt(v[j]), fmt(lg.seq) .. ':' .. fmt(v[j + 1]))
+          added = true
+        end
+      end
+      if added then
+        local last = redis.call('ZRANGE', r.aux, -1, -1, 'WITHSCORES')
+        local reset = tonumber(last[2]) + r.period - now
+        redis.call('PEXPIRE', r.aux, ttl(reset))
+        redis.call('SET', r.key, r.def .. struct.pack('<dd', lg.sum, lg.seq), 'PX', ttl(reset))
+      end
+    else
+      local st, reset = loadState(r, now), nil
+      if #f > 0 and fresh(st) then st, reset = charged(r, st, f) end
+      if #v > 0 then
+        local next, rs = charged(r, st, v)
+        if rs then st, reset = next, rs end
+      end
+      if reset then saveState(r, st, reset) end
+    end
+  end
+  return {now, 0}
 end
 
 if op == 'cancel' then

@@ -578,9 +578,10 @@ func TestGatewayStartsWithRedisDown(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Redis holds its own count, so the key starts afresh there.
-	if r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": "k"}); r.StatusCode != 200 {
-		t.Errorf("request with Redis up: status %d, want 200", r.StatusCode)
+	// Redis is charged with what the fallback admitted: the key stays at
+	// its limit for the hour.
+	if r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": "k"}); r.StatusCode != 429 {
+		t.Errorf("request with Redis up: status %d, want 429", r.StatusCode)
 	}
 	if got := metric(t, g.admin, `sluice_store_degraded`); got != "0" {
 		t.Errorf("sluice_store_degraded with Redis up: %q, want 0", got)
