@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 )
@@ -304,4 +307,135 @@ func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string
 		rules = append(rules, e.Rule)
 	}
 	return rules, nil
+}
+
+// KeyString returns key, a composite key of the rule named rule (such as
+// RuleEvent.Key), in a readable form: each key part as "part=value", space
+// separated, in the rule's order, such as "ip=192.0.2.1/32
+// header:X-Api-Key=k-123". An ip part shows the address as keys hold it,
+// masked; a value longer than MaxValueLen shows the digest the key holds
+// ("sha256:…"); a value with spaces, quotes or unprintable bytes is quoted
+// as Go quotes strings; a part the request lacked, which the rule replaced
+// by the client's address, shows "(missing)" and that address. It returns
+// ErrUnknownRule for a rule the Limiter does not have and ErrInvalidKey
+// for a key the rule cannot have made.
+func (l *Limiter) KeyString(rule, key string) (string, error) {
+	c := l.rule(rule)
+	if c == nil {
+		return "", fmt.Errorf("%w: %q", ErrUnknownRule, rule)
+	}
+	var b strings.Builder
+	rest := key
+	for i, k := range c.Key {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k.String())
+		b.WriteByte('=')
+		ks := k.source()
+		if len(rest) >= 2 && rest[0] == 'm' && (rest[1] == 'i' || rest[1] == 'u') {
+			// Missing, keyed by the client's address ('m' then the ip
+			// part's form). A method's own form ("m3:GET") never has
+			// 'i' or 'u' after its tag.
+			addr, after, ok := cutAddrForm(rest[1:])
+			if !ok {
+				return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+			}
+			b.WriteString("(missing) ip=")
+			b.WriteString(addr)
+			rest = after
+			continue
+		}
+		if k.Source == SourceIP {
+			addr, after, ok := cutAddrForm(rest)
+			if !ok {
+				return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+			}
+			b.WriteString(addr)
+			rest = after
+			continue
+		}
+		v, after, ok := cutValue(rest, ks.tag)
+		if !ok {
+			return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+		}
+		if !ks.noValue {
+			b.WriteString(readable(v))
+		}
+		rest = after
+	}
+	if rest != "" {
+		return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+	}
+	return b.String(), nil
+}
+
+// cutAddrForm cuts the ip part's form from the front of s: 'i' and a
+// prefix ("i192.0.2.1/32"), or 'u' and a value (a request without a usable
+// address). It returns the address as text and the rest.
+func cutAddrForm(s string) (addr, rest string, ok bool) {
+	switch {
+	case s == "":
+		return "", "", false
+	case s[0] == 'u':
+		v, rest, ok := cutValue(s, 'u')
+		return "(no address) " + readable(v), rest, ok
+	case s[0] != 'i':
+		return "", "", false
+	}
+	slash := strings.IndexByte(s, '/')
+	if slash < 0 {
+		return "", "", false
+	}
+	end := slash + 1
+	for end < len(s) && end-slash <= 3 && '0' <= s[end] && s[end] <= '9' {
+		end++
+	}
+	p, err := netip.ParsePrefix(s[1:end])
+	if err != nil {
+		return "", "", false
+	}
+	if p.Bits() == p.Addr().BitLen() {
+		return p.Addr().String(), s[end:], true
+	}
+	return p.String(), s[end:], true
+}
+
+// cutValue cuts appendValue's form of a value with the given tag from the
+// front of s: the tag, the length, ':' and the value; or the tag, '#' and
+// the value's digest, returned as "sha256:DIGEST".
+func cutValue(s string, tag byte) (v, rest string, ok bool) {
+	if len(s) < 2 || s[0] != tag {
+		return "", "", false
+	}
+	if s[1] == '#' {
+		const n = 24 // 18 bytes of digest in unpadded base64
+		if len(s) < 2+n {
+			return "", "", false
+		}
+		return "sha256:" + s[2:2+n], s[2+n:], true
+	}
+	colon := strings.IndexByte(s, ':')
+	if colon < 2 || colon > 5 {
+		return "", "", false
+	}
+	n, err := strconv.Atoi(s[1:colon])
+	if err != nil || n < 0 || n > MaxValueLen || len(s)-colon-1 < n {
+		return "", "", false
+	}
+	return s[colon+1 : colon+1+n], s[colon+1+n:], true
+}
+
+// readable returns v as it is when it is printable and has no space or
+// quote, and quoted otherwise.
+func readable(v string) string {
+	for _, r := range v {
+		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
+			return strconv.Quote(v)
+		}
+	}
+	if v == "" {
+		return `""`
+	}
+	return v
 }

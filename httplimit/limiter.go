@@ -144,6 +144,15 @@ type Options struct {
 	// matched or counted (Event.Outcome OutcomeDenied, Event.List the
 	// first list it is on).
 	Deny []*List
+	// Wait waits out a Delay rule's delay d for a request whose context is
+	// ctx: it returns nil once the request's turn has come, or an error
+	// (ctx's) once its client has gone, which gives its turn back. It is
+	// called only after the store has reserved the turn. Default: a timer
+	// on the wall clock that ends early when ctx is done. A replay of past
+	// traffic, on a store whose clock the log drives, returns nil at once:
+	// the turn is already the store's, and waiting would only take the
+	// replay's wall time.
+	Wait func(ctx context.Context, d time.Duration) error
 }
 
 // Identity verifies the credentials a request carries (see
@@ -182,6 +191,7 @@ type Limiter struct {
 	overrides Overrides
 	identity  Identity
 	deny      []*List
+	wait      func(ctx context.Context, d time.Duration) error
 	pool      sync.Pool
 }
 
@@ -267,6 +277,10 @@ func New(opts Options) (*Limiter, error) {
 		overrides:     opts.Overrides,
 		identity:      opts.Identity,
 		deny:          append([]*List(nil), opts.Deny...),
+		wait:          opts.Wait,
+	}
+	if l.wait == nil {
+		l.wait = waitTimer
 	}
 	for _, li := range l.deny {
 		if err := li.validate(); err != nil {
@@ -624,13 +638,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	}
 	if delay := c.eng.MaxDelay(); delay > 0 {
 		waitStart := time.Now()
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
+		if err := l.wait(r.Context(), delay); err != nil {
 			// The client left: not a store failure, and not a delay
 			// served. Its reservations are given back.
-			t.Stop()
 			l.cancel(ctx, c)
 			l.refundCounted(ctx, c)
 			for i := range c.events {
@@ -665,6 +675,18 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		l.obs.Observe(r, ev)
 	}
 	next.ServeHTTP(w, r)
+}
+
+// waitTimer is the default Options.Wait: a timer on the wall clock.
+func waitTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
