@@ -38,9 +38,9 @@ Flags:
 // replayArgs are replay's flags.
 type replayArgs struct {
 	config, format, html, against, jsonFields, maxLimited string
-	asJSON, suggest                                     bool
-	tolerance                                           time.Duration
-	top                                                 int
+	asJSON, suggest                                       bool
+	tolerance                                             time.Duration
+	top                                                   int
 }
 
 // replayFlags defines replay's flags on fs (shell completion lists them

@@ -17,10 +17,10 @@ const MaxLineBytes = 1 << 20
 
 // lineReader reads the lines of one log, numbering them from 1.
 type lineReader struct {
-	name string
-	br   *bufio.Reader
-	long []byte // a line longer than the buffer, assembled
-	n    int64  // lines read
+	name   string
+	br     *bufio.Reader
+	long   []byte // a line longer than the buffer, assembled
+	n      int64  // lines read
 	closer func() error
 }
 

@@ -18,8 +18,8 @@ type Report struct {
 	// Lines is every line read; Unparsed those that are no request
 	// replay can rebuild, counted by reason in UnparsedReasons and the
 	// first MaxListedLines of them listed in UnparsedLines.
-	Lines           int64    `json:"lines"`
-	Unparsed        int64    `json:"unparsed"`
+	Lines           int64     `json:"lines"`
+	Unparsed        int64     `json:"unparsed"`
 	UnparsedReasons []Reason  `json:"unparsed_reasons,omitempty"`
 	UnparsedLines   []LineRef `json:"unparsed_lines,omitempty"`
 	// ReadErrors are the logs that broke off (a truncated gzip stream):
@@ -148,10 +148,10 @@ type Comparison struct {
 	// old never did, with the new one's count; NoLongerLimited the
 	// reverse, with the old one's. The lists hold the Top clients; the
 	// counts are whole.
-	NewlyLimited         []ClientCount `json:"newly_limited"`
-	NewlyLimitedCount    int64         `json:"newly_limited_count"`
-	NoLongerLimited      []ClientCount `json:"no_longer_limited"`
-	NoLongerLimitedCount int64         `json:"no_longer_limited_count"`
+	NewlyLimited         []ClientCount    `json:"newly_limited"`
+	NewlyLimitedCount    int64            `json:"newly_limited_count"`
+	NoLongerLimited      []ClientCount    `json:"no_longer_limited"`
+	NoLongerLimitedCount int64            `json:"no_longer_limited_count"`
 	Rules                []RuleComparison `json:"rules"`
 }
 

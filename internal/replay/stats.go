@@ -27,12 +27,12 @@ type stats struct {
 
 // ruleStats is one rule's part.
 type ruleStats struct {
-	name, action string
-	period       time.Duration // of the rule's own limit; 0 for none
+	name, action                                 string
+	period                                       time.Duration // of the rule's own limit; 0 for none
 	matched, admitted, limited, delayed, skipped int64
-	maxDelay     time.Duration
-	clients      map[string]*clientStats
-	minutes      []Minute // in time order: the clock never goes back
+	maxDelay                                     time.Duration
+	clients                                      map[string]*clientStats
+	minutes                                      []Minute // in time order: the clock never goes back
 }
 
 type clientStats struct {
