@@ -542,6 +542,7 @@ type RuleEvent struct {
 
 // call is the per-request scratch space, pooled.
 type call struct {
+	q        request
 	ev       Event
 	keyBuf   []byte
 	events   []RuleEvent
@@ -556,6 +557,7 @@ type call struct {
 }
 
 func (c *call) reset() {
+	c.q = request{}
 	c.ev = Event{}
 	clear(c.events)
 	c.events = c.events[:0]
@@ -577,23 +579,26 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if _, ok := r.Header[l.overLimit]; ok {
 		r.Header.Del(l.overLimit)
 	}
-	q := l.newRequest(r)
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
+	// The request's state lives in the pooled call: on the stack it would
+	// escape (the key sources are called through function values).
+	c.q = l.newRequest(r)
+	q := &c.q
 
 	var start time.Time
 	if l.obs != nil {
 		start = time.Now()
 	}
 	if len(l.deny) > 0 {
-		if li := onList(l.deny, &q); li != nil {
+		if li := onList(l.deny, q); li != nil {
 			c.ev = Event{Outcome: OutcomeDenied, List: li.Name}
 			l.observe(r, &c.ev, start)
 			l.forbid(w)
 			return
 		}
 	}
-	exempt := l.match(c, &q)
+	exempt := l.match(c, q)
 	if len(c.events) == 0 {
 		next.ServeHTTP(w, r)
 		return
@@ -612,7 +617,10 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
-	ctx := context.WithoutCancel(r.Context()) // see Handler
+	ctx := r.Context()
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx) // see Handler; a context without Done is never canceled
+	}
 	switch l.decide(ctx, c) {
 	case engine.Unavailable:
 		ev.Outcome = OutcomeError

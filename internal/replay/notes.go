@@ -3,6 +3,7 @@ package replay
 import (
 	"fmt"
 	"net/http"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
@@ -13,21 +14,28 @@ const maxSeenHeaders = 64
 
 // seenHeaders remembers the names of the headers the logs carried, for the
 // notes on key parts they never carried.
-type seenHeaders []string
+type seenHeaders struct {
+	names []string
+	// last are the names of the last request's headers: the parsers give
+	// the same strings line after line, so a name found here by its
+	// pointer needs no search.
+	last [maxHeaders]string
+}
 
-func (s *seenHeaders) add(name string) {
-	for _, n := range *s {
-		if n == name {
-			return
+func (s *seenHeaders) add(hs []Header) {
+	for i, h := range hs {
+		if sameString(s.last[i], h.Name) {
+			continue
 		}
-	}
-	if len(*s) < maxSeenHeaders {
-		*s = append(*s, name)
+		s.last[i] = h.Name
+		if !s.has(h.Name) && len(s.names) < maxSeenHeaders {
+			s.names = append(s.names, h.Name)
+		}
 	}
 }
 
-func (s seenHeaders) has(name string) bool {
-	for _, n := range s {
+func (s *seenHeaders) has(name string) bool {
+	for _, n := range s.names {
 		if n == name {
 			return true
 		}
@@ -35,8 +43,13 @@ func (s seenHeaders) has(name string) bool {
 	return false
 }
 
+// sameString reports whether a and b are the same string in memory.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
+}
+
 // notes says what the replay of cfg could not know from its logs.
-func notes(cfg *config.Config, seen seenHeaders) []string {
+func notes(cfg *config.Config, seen *seenHeaders) []string {
 	var out []string
 	if cfg.Store.Backend == "redis" {
 		out = append(out, "the configuration's store is Redis, which shares limits between gateways: replay the logs of every gateway together (several LOG arguments are merged by time)")

@@ -262,9 +262,7 @@ func (r *run) decide(e *entry) error {
 		r.now = t
 	}
 	r.rep.Requests++
-	for _, h := range e.req.Headers {
-		r.seen.add(h.Name)
-	}
+	r.seen.add(e.req.Headers)
 	if err := r.cur.decide(&e.req, t); err != nil {
 		return err
 	}

@@ -191,7 +191,7 @@ func (r *run) finish() {
 	for _, rs := range st.rules {
 		rep.Rules = append(rep.Rules, r.ruleReport(st, rs))
 	}
-	rep.Notes = notes(r.opts.Config, r.seen)
+	rep.Notes = notes(r.opts.Config, &r.seen)
 	if r.old != nil {
 		rep.Against = r.compare()
 	}
@@ -200,26 +200,27 @@ func (r *run) finish() {
 func (r *run) ruleReport(st *stats, rs *ruleStats) RuleReport {
 	rr := RuleReport{Rule: rs.name, Action: rs.action, Matched: rs.matched, Admitted: rs.admitted, Limited: rs.limited,
 		Delayed: rs.delayed, Skipped: rs.skipped, MaxDelaySeconds: rs.maxDelay.Seconds(),
-		Clients: int64(len(rs.clients)), PerMinute: rs.minutes, Top: []TopClient{}}
+		Clients: rs.clients, PerMinute: rs.minutes, Top: []TopClient{}}
+	clients := st.clientsOf(rs)
 	if rr.PerMinute == nil {
 		rr.PerMinute = []Minute{}
 	}
 	var limited []string
-	for k, c := range rs.clients {
+	for k, c := range clients {
 		if c.limited > 0 {
 			limited = append(limited, k)
 		}
 	}
 	rr.ClientsLimited = int64(len(limited))
 	slices.SortFunc(limited, func(a, b string) int {
-		return cmp.Or(cmp.Compare(rs.clients[b].limited, rs.clients[a].limited), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(clients[b].limited, clients[a].limited), cmp.Compare(a, b))
 	})
 	for _, k := range limited[:min(len(limited), r.opts.Top)] {
-		c := rs.clients[k]
+		c := clients[k]
 		rr.Top = append(rr.Top, TopClient{Key: keyString(st, rs.name, k), Limited: c.limited, Requests: c.requests})
 	}
-	if r.opts.Suggest && rs.period > 0 && len(rs.clients) > 0 {
-		rr.Suggest = suggest(st, rs, r.opts.MaxClientsLimited)
+	if r.opts.Suggest && rs.period > 0 && len(clients) > 0 {
+		rr.Suggest = suggest(st, rs, clients, r.opts.MaxClientsLimited)
 	}
 	return rr
 }
@@ -233,9 +234,9 @@ func keyString(st *stats, rule, key string) string {
 }
 
 // suggest computes a rule's suggestion from its clients' peaks.
-func suggest(st *stats, rs *ruleStats, share float64) *Suggestion {
-	peaks := make([]int64, 0, len(rs.clients))
-	for _, c := range rs.clients {
+func suggest(st *stats, rs *ruleStats, clients map[string]*clientStats, share float64) *Suggestion {
+	peaks := make([]int64, 0, len(clients))
+	for _, c := range clients {
 		if c.peak != nil {
 			peaks = append(peaks, int64(c.peak.peak))
 		}
@@ -283,7 +284,7 @@ func (r *run) compare() *Comparison {
 	keys := func(st *stats, rule string) map[string]int64 {
 		m := map[string]int64{}
 		if rs := st.byName[rule]; rs != nil {
-			for k, cs := range rs.clients {
+			for k, cs := range st.clientsOf(rs) {
 				if cs.limited > 0 {
 					m[k] = cs.limited
 				}

@@ -19,6 +19,10 @@ type stats struct {
 	byName  map[string]*ruleStats
 	last    *ruleStats // the rule of the last event, as rules often repeat
 
+	// keys holds every rule's keys: rules keyed alike (by ip, say) share
+	// one entry, found once per request.
+	keys map[string]*keyStats
+
 	requests, limited, delayed, denied, unmatched int64
 	// limitedClients counts the limited requests of each client address
 	// (as the configuration's client_ip finds it).
@@ -27,29 +31,52 @@ type stats struct {
 
 // ruleStats is one rule's part.
 type ruleStats struct {
+	idx                                          int32
 	name, action                                 string
 	period                                       time.Duration // of the rule's own limit; 0 for none
 	matched, admitted, limited, delayed, skipped int64
+	clients                                      int64
 	maxDelay                                     time.Duration
-	clients                                      map[string]*clientStats
 	minutes                                      []Minute // in time order: the clock never goes back
 }
 
+// keyStats is one key's part in each rule that used it.
+type keyStats struct {
+	rules []clientStats
+}
+
 type clientStats struct {
+	rule              int32
 	requests, limited int64
 	peak              *peakCounter // with suggestions
 }
 
+// of returns the key's part in rule rs, adding it if new.
+func (k *keyStats) of(rs *ruleStats, suggest bool) *clientStats {
+	for i := range k.rules {
+		if k.rules[i].rule == rs.idx {
+			return &k.rules[i]
+		}
+	}
+	c := clientStats{rule: rs.idx}
+	if suggest && rs.period > 0 {
+		c.peak = newPeakCounter(rs.period)
+	}
+	rs.clients++
+	k.rules = append(k.rules, c)
+	return &k.rules[len(k.rules)-1]
+}
+
 func newStats(suggest bool) *stats {
-	return &stats{suggest: suggest, byName: map[string]*ruleStats{}, limitedClients: map[netip.Addr]int64{}}
+	return &stats{suggest: suggest, byName: map[string]*ruleStats{}, keys: map[string]*keyStats{}, limitedClients: map[netip.Addr]int64{}}
 }
 
 // init lists the limiter's rules, in order.
 func (s *stats) init(lim *httplimit.Limiter) {
 	s.lim = lim
-	for _, name := range lim.Rules() {
+	for i, name := range lim.Rules() {
 		rule, _ := lim.Rule(name)
-		rs := &ruleStats{name: name, action: rule.Action.String(), clients: map[string]*clientStats{}}
+		rs := &ruleStats{idx: int32(i), name: name, action: rule.Action.String()}
 		if rule.Limit.Calendar == nil {
 			rs.period = rule.Limit.Period
 		}
@@ -61,6 +88,10 @@ func (s *stats) init(lim *httplimit.Limiter) {
 // observe adds one request's event, decided at now (ns).
 func (s *stats) observe(e *httplimit.Event, now int64) {
 	minute := now / int64(time.Minute) * int64(time.Minute)
+	var (
+		prevKey string
+		prev    *keyStats
+	)
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		rs := s.last
@@ -96,14 +127,15 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 		if re.Key == "" {
 			continue
 		}
-		c := rs.clients[re.Key]
-		if c == nil {
-			c = &clientStats{}
-			if s.suggest && rs.period > 0 {
-				c.peak = newPeakCounter(rs.period)
+		ks := prev
+		if ks == nil || re.Key != prevKey {
+			if ks = s.keys[re.Key]; ks == nil {
+				ks = &keyStats{}
+				s.keys[re.Key] = ks
 			}
-			rs.clients[re.Key] = c
+			prev, prevKey = ks, re.Key
 		}
+		c := ks.of(rs, s.suggest)
 		c.requests++
 		if limited {
 			c.limited++
@@ -112,6 +144,19 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 			c.peak.add(now)
 		}
 	}
+}
+
+// clientsOf returns rule rs's part of every key that has one.
+func (s *stats) clientsOf(rs *ruleStats) map[string]*clientStats {
+	out := make(map[string]*clientStats, rs.clients)
+	for k, ks := range s.keys {
+		for i := range ks.rules {
+			if ks.rules[i].rule == rs.idx {
+				out[k] = &ks.rules[i]
+			}
+		}
+	}
+	return out
 }
 
 // request adds the request's outcome; noOutcome when no rule matched it.

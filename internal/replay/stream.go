@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"errors"
 	"io"
 	"slices"
 )
@@ -79,13 +78,12 @@ func (s *source) next(sink lineSink) *entry {
 			return nil
 		}
 		line, n, err := s.lr.next()
-		var pe parseError
 		switch {
 		case err == io.EOF:
 			s.eof = true
 			continue
-		case errors.As(err, &pe):
-			sink.unparsed(s.idx, n, pe)
+		case err == errTooLong:
+			sink.unparsed(s.idx, n, errTooLong)
 			continue
 		case err != nil:
 			// A read error (a truncated gzip stream, say) ends the log
@@ -98,7 +96,8 @@ func (s *source) next(sink lineSink) *entry {
 			continue
 		}
 		if err := s.parse(line, &s.tmp); err != nil {
-			if !errors.As(err, &pe) {
+			pe, ok := err.(parseError) // the parsers return no other errors
+			if !ok {
 				pe = errSyntax
 			}
 			sink.unparsed(s.idx, n, pe)
