@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/replay"
 )
 
 func TestComplete(t *testing.T) {
@@ -16,7 +18,7 @@ func TestComplete(t *testing.T) {
 		want  []string
 		files bool
 	}{
-		{[]string{""}, []string{"serve", "check-config", "client", "key", "descriptor", "version", "completion", "help"}, false},
+		{[]string{""}, []string{"serve", "check-config", "replay", "client", "key", "descriptor", "version", "completion", "help"}, false},
 		{[]string{"c"}, []string{"check-config", "client", "completion"}, false},
 		{[]string{"-"}, []string{"--version", "--help"}, false},
 		{[]string{"nope", ""}, nil, false},
@@ -32,6 +34,9 @@ func TestComplete(t *testing.T) {
 		{[]string{"serve", "--nope", ""}, nil, false},
 		{[]string{"check-config", ""}, nil, true},
 		{[]string{"check-config", "a.yaml", ""}, nil, false},
+		{[]string{"replay", "--format", ""}, []string{"combined", "json", "envoy"}, false},
+		{[]string{"replay", "--html", ""}, nil, true},
+		{[]string{"replay", "--config", "a.yaml", "access.log", ""}, nil, true},
 		{[]string{"client", ""}, []string{"list", "show", "set-tier", "set-limit", "set-anchor", "remove"}, false},
 		{[]string{"client", "--"}, []string{"--help"}, false},
 		{[]string{"client", "nope", ""}, nil, false},
@@ -124,6 +129,8 @@ func TestCommandTableMatchesTheCommands(t *testing.T) {
 					_, err = newLogger(io.Discard, v, "info")
 				case "log-level":
 					_, err = newLogger(io.Discard, "text", v)
+				case "format":
+					_, err = replay.ParseFormat(v)
 				default:
 					t.Errorf("%s --%s: no check of its values", c.name, name)
 				}
