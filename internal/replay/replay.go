@@ -91,6 +91,15 @@ const MaxListedLines = 100
 // truncated gzip stream) is replayed up to the break and the report says
 // so in ReadErrors. It stops early when ctx is done, with ctx's error.
 func Run(ctx context.Context, opts Options) (*Report, error) {
+	r, err := newRun(opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.do(ctx)
+}
+
+// newRun checks opts and fills in their defaults.
+func newRun(opts Options) (*run, error) {
 	if opts.Config == nil {
 		return nil, fmt.Errorf("%w: no configuration", ErrUsage)
 	}
@@ -109,7 +118,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Top <= 0 {
 		opts.Top = 10
 	}
-	r := &run{opts: opts, rep: &Report{Config: opts.ConfigName, Logs: opts.Logs, Format: opts.Format.String(), ToleranceSeconds: opts.Tolerance.Seconds()}}
+	return &run{opts: opts, rep: &Report{Config: opts.ConfigName, Logs: opts.Logs, Format: opts.Format.String(), ToleranceSeconds: opts.Tolerance.Seconds()}}, nil
+}
+
+// do runs the replay r was made for.
+func (r *run) do(ctx context.Context) (*Report, error) {
+	opts := r.opts
 	var err error
 	if r.cur, err = newDecider(opts.Config, opts.Suggest); err != nil {
 		return nil, err
@@ -167,6 +181,9 @@ type run struct {
 	started  bool
 	reasons  map[parseError]int64
 	seen     seenHeaders
+	// decided, if set, is told each entry's outcome under the replayed
+	// configuration (tests compare it request by request).
+	decided func(e *entry, o httplimit.Outcome)
 }
 
 func (r *run) close() {
@@ -265,6 +282,9 @@ func (r *run) decide(e *entry) error {
 	r.seen.add(e.req.Headers)
 	if err := r.cur.decide(&e.req, t); err != nil {
 		return err
+	}
+	if r.decided != nil {
+		r.decided(e, r.cur.outcome)
 	}
 	if r.old != nil {
 		if err := r.old.decide(&e.req, t); err != nil {
