@@ -195,11 +195,12 @@ func TestKnownTraffic(t *testing.T) {
 	for _, f := range []Format{Combined, JSON, Envoy} {
 		t.Run(f.String(), func(t *testing.T) {
 			var outcomes []httplimit.Outcome
+	var delays []time.Duration
 			r, err := newRun(Options{Config: cfg, Logs: []string{"-"}, Stdin: bytes.NewReader(writeLog(t, f, hs)), Format: f, Top: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.decided = func(_ *entry, o httplimit.Outcome) { outcomes = append(outcomes, o) }
+			r.decided = func(_ *entry, o httplimit.Outcome, d time.Duration) { outcomes = append(outcomes, o); delays = append(delays, d) }
 			rep, err := r.do(context.Background())
 			if err != nil {
 				t.Fatal(err)

@@ -183,7 +183,7 @@ type run struct {
 	seen     seenHeaders
 	// decided, if set, is told each entry's outcome under the replayed
 	// configuration (tests compare it request by request).
-	decided func(e *entry, o httplimit.Outcome)
+	decided func(e *entry, o httplimit.Outcome, delay time.Duration)
 }
 
 func (r *run) close() {
@@ -284,7 +284,7 @@ func (r *run) decide(e *entry) error {
 		return err
 	}
 	if r.decided != nil {
-		r.decided(e, r.cur.outcome)
+		r.decided(e, r.cur.outcome, r.cur.delay)
 	}
 	if r.old != nil {
 		if err := r.old.decide(&e.req, t); err != nil {
@@ -312,6 +312,7 @@ type decider struct {
 	now    int64
 	// outcome is the request's outcome; noOutcome when no rule matched.
 	outcome httplimit.Outcome
+	delay   time.Duration // how long it waited its turn
 }
 
 const noOutcome httplimit.Outcome = 255
@@ -379,7 +380,7 @@ func (d *decider) close() {
 
 // Observe collects the limiter's decision of the request being decided.
 func (d *decider) Observe(_ *http.Request, e *httplimit.Event) {
-	d.outcome = e.Outcome
+	d.outcome, d.delay = e.Outcome, e.Delay
 	d.st.observe(e, d.now)
 }
 
@@ -393,7 +394,7 @@ func (d *decider) decide(q *Request, t int64) error {
 	d.clk.Set(time.Unix(0, t))
 	d.now = t
 	d.status = q.Status
-	d.outcome = noOutcome
+	d.outcome, d.delay = noOutcome, 0
 	d.rebuild(q)
 	clear(d.w.h)
 	d.h.ServeHTTP(&d.w, d.req)
