@@ -165,12 +165,12 @@ func TestKnownTraffic(t *testing.T) {
 	want, each := model(hs)
 	// The model itself shows the behaviour the traffic is made for.
 	for _, c := range []struct {
-		rule, client string
+		rule, client      string
 		admitted, limited int64
 	}{
 		{"api", "192.0.2.10", 600, 0}, // the steady client is never limited
-		{"fw", "192.0.2.40", 20, 10}, // 20 through in the 1s across 12:01, none at 12:01:59
-		{"sl", "192.0.2.40", 20, 10}, // 10 through across 12:01, 10 at 12:01:59
+		{"fw", "192.0.2.40", 20, 10},  // 20 through in the 1s across 12:01, none at 12:01:59
+		{"sl", "192.0.2.40", 20, 10},  // 10 through across 12:01, 10 at 12:01:59
 		{"export", "192.0.2.50", 4, 1},
 	} {
 		if a, l := want[c.rule].admitted[c.client], want[c.rule].limited[c.client]; a != c.admitted || l != c.limited {
@@ -195,12 +195,15 @@ func TestKnownTraffic(t *testing.T) {
 	for _, f := range []Format{Combined, JSON, Envoy} {
 		t.Run(f.String(), func(t *testing.T) {
 			var outcomes []httplimit.Outcome
-	var delays []time.Duration
+			var delays []time.Duration
 			r, err := newRun(Options{Config: cfg, Logs: []string{"-"}, Stdin: bytes.NewReader(writeLog(t, f, hs)), Format: f, Top: 100})
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.decided = func(_ *entry, o httplimit.Outcome, d time.Duration) { outcomes = append(outcomes, o); delays = append(delays, d) }
+			r.decided = func(_ *entry, o httplimit.Outcome, d time.Duration) {
+				outcomes = append(outcomes, o)
+				delays = append(delays, d)
+			}
 			rep, err := r.do(context.Background())
 			if err != nil {
 				t.Fatal(err)

@@ -67,7 +67,10 @@ func TestReplayMatchesTheLiveGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.decided = func(_ *entry, o httplimit.Outcome, d time.Duration) { outcomes = append(outcomes, o); delays = append(delays, d) }
+	r.decided = func(_ *entry, o httplimit.Outcome, d time.Duration) {
+		outcomes = append(outcomes, o)
+		delays = append(delays, d)
+	}
 	rep, err := r.do(context.Background())
 	if err != nil {
 		t.Fatal(err)

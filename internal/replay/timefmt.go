@@ -3,10 +3,17 @@ package replay
 // Timestamps are parsed by hand, without allocating: nginx's and Apache's
 // $time_local ("10/Oct/2023:13:55:36 +0000") and RFC 3339 with an
 // optional fraction (Envoy's "2023-10-10T13:55:36.310Z", nginx's
-// $time_iso8601). Years outside 1970–9999 are refused, so that a garbled
-// line cannot move the replay's clock decades away.
+// $time_iso8601). Years outside 1970–2200 are refused: times are kept in
+// nanoseconds since the epoch, which int64 holds until 2262.
 
 const nsPerSec = 1_000_000_000
+
+// maxYear is the last year a timestamp may have; maxEpoch is its end, in
+// seconds since the epoch.
+const (
+	maxYear  = 2200
+	maxEpoch = 7289654399 // 2200-12-31T23:59:59Z
+)
 
 // daysFromCivil returns the days since 1970-01-01 of a proleptic Gregorian
 // date (H. Hinnant's algorithm).
@@ -25,7 +32,7 @@ func daysFromCivil(y, m, d int64) int64 {
 var daysIn = [13]int64{0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}
 
 func validDate(y, m, d int64) bool {
-	if y < 1970 || y > 9999 || m < 1 || m > 12 || d < 1 || d > daysIn[m] {
+	if y < 1970 || y > maxYear || m < 1 || m > 12 || d < 1 || d > daysIn[m] {
 		return false
 	}
 	return m != 2 || d < 29 || y%4 == 0 && (y%100 != 0 || y%400 == 0)
@@ -170,8 +177,8 @@ func parseEpoch(b []byte) (int64, bool) {
 		i++
 	}
 	secs, ok := digits(b[:i])
-	// 1970 to 9999, as the other forms.
-	if !ok || i > 12 || secs > 253402300799 {
+	// 1970 to 2200, as the other forms.
+	if !ok || i > 12 || secs > maxEpoch {
 		return 0, false
 	}
 	var frac int64
