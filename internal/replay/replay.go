@@ -118,7 +118,11 @@ func newRun(opts Options) (*run, error) {
 	if opts.Top <= 0 {
 		opts.Top = 10
 	}
-	return &run{opts: opts, rep: &Report{Config: opts.ConfigName, Logs: opts.Logs, Format: opts.Format.String(), ToleranceSeconds: opts.Tolerance.Seconds()}}, nil
+	r := &run{opts: opts, rep: &Report{Config: opts.ConfigName, Format: opts.Format.String(), ToleranceSeconds: opts.Tolerance.Seconds()}}
+	for i := range opts.Logs {
+		r.rep.Logs = append(r.rep.Logs, r.logName(i))
+	}
+	return r, nil
 }
 
 // do runs the replay r was made for.

@@ -20,7 +20,7 @@ func WriteText(w io.Writer, rep *Report) error {
 	b.WriteString(".\n")
 	fmt.Fprintf(&b, "Limited (429): %d   delayed: %d   denied (403): %d   matched by no rule: %d\n", rep.Limited, rep.Delayed, rep.Denied, rep.Unmatched)
 	if rep.Unparsed > 0 {
-		fmt.Fprintf(&b, "Not replayed: %d lines (", rep.Unparsed)
+		fmt.Fprintf(&b, "Not replayed: %d %s (", rep.Unparsed, plural(rep.Unparsed, "line", "lines"))
 		for i, r := range rep.UnparsedReasons {
 			if i > 0 {
 				b.WriteString(", ")
@@ -122,4 +122,11 @@ func seconds(s float64) string {
 // percent writes a share as a percentage: "0.1%".
 func percent(share float64) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.4f", share*100), "0"), ".") + "%"
+}
+
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
