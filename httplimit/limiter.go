@@ -153,7 +153,16 @@ type Options struct {
 	// the turn is already the store's, and waiting would only take the
 	// replay's wall time.
 	Wait func(ctx context.Context, d time.Duration) error
+	// Clock tells the time that Event.Latency and a canceled request's
+	// Event.Delay are measured in. Default the wall clock. (The store
+	// keeps its own clock for decisions.)
+	Clock interface{ Now() time.Time }
 }
+
+// wallClock is the default Options.Clock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // Identity verifies the credentials a request carries (see
 // Options.Identity).
@@ -192,6 +201,7 @@ type Limiter struct {
 	identity  Identity
 	deny      []*List
 	wait      func(ctx context.Context, d time.Duration) error
+	clock     interface{ Now() time.Time }
 	pool      sync.Pool
 }
 
@@ -278,6 +288,10 @@ func New(opts Options) (*Limiter, error) {
 		identity:      opts.Identity,
 		deny:          append([]*List(nil), opts.Deny...),
 		wait:          opts.Wait,
+		clock:         opts.Clock,
+	}
+	if l.clock == nil {
+		l.clock = wallClock{}
 	}
 	if l.wait == nil {
 		l.wait = waitTimer
@@ -588,7 +602,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 
 	var start time.Time
 	if l.obs != nil {
-		start = time.Now()
+		start = l.clock.Now()
 	}
 	if len(l.deny) > 0 {
 		if li := onList(l.deny, q); li != nil {
@@ -639,13 +653,13 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		ev.Outcome = OutcomeError
 	}
 	if l.obs != nil {
-		ev.Latency = time.Since(start)
+		ev.Latency = l.clock.Now().Sub(start)
 	}
 	if len(c.soft) > 0 {
 		r.Header.Set(l.overLimit, string(c.soft))
 	}
 	if delay := c.eng.MaxDelay(); delay > 0 {
-		waitStart := time.Now()
+		waitStart := l.clock.Now()
 		if err := l.wait(r.Context(), delay); err != nil {
 			// The client left: not a store failure, and not a delay
 			// served. Its reservations are given back.
@@ -656,7 +670,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 					e.Outcome = OutcomeCanceled
 				}
 			}
-			ev.Outcome, ev.Delay = OutcomeCanceled, time.Since(waitStart)
+			ev.Outcome, ev.Delay = OutcomeCanceled, l.clock.Now().Sub(waitStart)
 			if l.obs != nil {
 				l.obs.Observe(r, ev)
 			}
@@ -699,7 +713,7 @@ func waitTimer(ctx context.Context, d time.Duration) error {
 
 func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 	if l.obs != nil {
-		ev.Latency = time.Since(start)
+		ev.Latency = l.clock.Now().Sub(start)
 		l.obs.Observe(r, ev)
 	}
 }

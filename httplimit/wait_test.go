@@ -50,3 +50,20 @@ func TestWaitOptionDecidesDelaysWithoutWallTime(t *testing.T) {
 	e.do(req{target: "/x"})
 	eq(t, "delay after a canceled turn", asked[len(asked)-1], 3*time.Second)
 }
+
+// stepClock moves by step at every reading.
+type stepClock struct {
+	t    time.Time
+	step time.Duration
+}
+
+func (c *stepClock) Now() time.Time { c.t = c.t.Add(c.step); return c.t }
+
+// TestClockOptionMeasuresLatency: Event.Latency is measured on
+// Options.Clock, not the wall clock.
+func TestClockOptionMeasuresLatency(t *testing.T) {
+	rule := httplimit.Rule{Name: "r", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10, Period: time.Second}}
+	e := newEnv(t, httplimit.Options{Rules: []httplimit.Rule{rule}, Clock: &stepClock{t: t0, step: 5 * time.Millisecond}})
+	e.do(req{target: "/x"})
+	eq(t, "latency", e.obs.last(t).Latency, 5*time.Millisecond)
+}

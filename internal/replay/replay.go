@@ -351,6 +351,7 @@ func (d *decider) start(t int64) error {
 	lo.Observer = d
 	lo.Headers = httplimit.HeadersNone // no decision depends on them
 	lo.Wait = func(context.Context, time.Duration) error { return nil }
+	lo.Clock = d.clk // no wall clock is read per request
 	if d.cfg.JWT != nil {
 		io := d.cfg.JWT.Options()
 		io.Clock = d.clk
