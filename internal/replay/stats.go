@@ -40,9 +40,20 @@ type ruleStats struct {
 	minutes                                      []Minute // in time order: the clock never goes back
 }
 
-// keyStats is one key's part in each rule that used it.
+// keyStats is one key's part in each rule that used it: the first few
+// rules in the entry itself, so that a lookup reads one object.
 type keyStats struct {
-	rules []clientStats
+	n     int
+	first [3]clientStats
+	more  []clientStats
+}
+
+// at returns the key's i-th rule part.
+func (k *keyStats) at(i int) *clientStats {
+	if i < len(k.first) {
+		return &k.first[i]
+	}
+	return &k.more[i-len(k.first)]
 }
 
 type clientStats struct {
@@ -53,9 +64,9 @@ type clientStats struct {
 
 // of returns the key's part in rule rs, adding it if new.
 func (k *keyStats) of(rs *ruleStats, suggest bool) *clientStats {
-	for i := range k.rules {
-		if k.rules[i].rule == rs.idx {
-			return &k.rules[i]
+	for i := range k.n {
+		if c := k.at(i); c.rule == rs.idx {
+			return c
 		}
 	}
 	c := clientStats{rule: rs.idx}
@@ -63,8 +74,13 @@ func (k *keyStats) of(rs *ruleStats, suggest bool) *clientStats {
 		c.peak = newPeakCounter(rs.period)
 	}
 	rs.clients++
-	k.rules = append(k.rules, c)
-	return &k.rules[len(k.rules)-1]
+	if k.n < len(k.first) {
+		k.first[k.n] = c
+	} else {
+		k.more = append(k.more, c)
+	}
+	k.n++
+	return k.at(k.n - 1)
 }
 
 func newStats(suggest bool) *stats {
@@ -150,9 +166,9 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 func (s *stats) clientsOf(rs *ruleStats) map[string]*clientStats {
 	out := make(map[string]*clientStats, rs.clients)
 	for k, ks := range s.keys {
-		for i := range ks.rules {
-			if ks.rules[i].rule == rs.idx {
-				out[k] = &ks.rules[i]
+		for i := range ks.n {
+			if c := ks.at(i); c.rule == rs.idx {
+				out[k] = c
 			}
 		}
 	}
