@@ -33,9 +33,10 @@ type Report struct {
 	Late             int64     `json:"late"`
 	LateLines        []LineRef `json:"late_lines,omitempty"`
 	ToleranceSeconds float64   `json:"tolerance_seconds"`
-	// From and To are the times of the first and last requests decided.
-	From time.Time `json:"from"`
-	To   time.Time `json:"to"`
+	// From and To are the times of the first and last requests decided;
+	// absent when none was.
+	From time.Time `json:"from,omitzero"`
+	To   time.Time `json:"to,omitzero"`
 	// Limited, Delayed and Denied count the requests answered 429, held
 	// for their turn, and refused 403 for a deny list; Unmatched those no
 	// rule matched.

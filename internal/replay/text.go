@@ -17,7 +17,7 @@ func WriteText(w io.Writer, rep *Report) error {
 	if rep.Requests > 0 {
 		fmt.Fprintf(&b, ", %s to %s (%s)", rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339), rep.To.Sub(rep.From).Round(time.Second))
 	}
-	b.WriteString(".\n")
+	fmt.Fprintf(&b, "; lines up to %s out of time order sorted.\n", seconds(rep.ToleranceSeconds))
 	fmt.Fprintf(&b, "Limited (429): %d   delayed: %d   denied (403): %d   matched by no rule: %d\n", rep.Limited, rep.Delayed, rep.Denied, rep.Unmatched)
 	if rep.Unparsed > 0 {
 		fmt.Fprintf(&b, "Not replayed: %d %s (", rep.Unparsed, plural(rep.Unparsed, "line", "lines"))
