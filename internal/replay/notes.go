@@ -9,47 +9,8 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 )
 
-// maxSeenHeaders bounds the header names a replay remembers having seen.
-const maxSeenHeaders = 64
-
-// seenHeaders remembers the names of the headers the logs carried, for the
-// notes on key parts they never carried.
-type seenHeaders struct {
-	names []string
-	// last are the names of the last request's headers: the parsers give
-	// the same strings line after line, so a name found here by its
-	// pointer needs no search.
-	last [maxHeaders]string
-}
-
-func (s *seenHeaders) add(hs []Header) {
-	for i, h := range hs {
-		if sameString(s.last[i], h.Name) {
-			continue
-		}
-		s.last[i] = h.Name
-		if !s.has(h.Name) && len(s.names) < maxSeenHeaders {
-			s.names = append(s.names, h.Name)
-		}
-	}
-}
-
-func (s *seenHeaders) has(name string) bool {
-	for _, n := range s.names {
-		if n == name {
-			return true
-		}
-	}
-	return false
-}
-
-// sameString reports whether a and b are the same string in memory.
-func sameString(a, b string) bool {
-	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
-}
-
 // notes says what the replay of cfg could not know from its logs.
-func notes(cfg *config.Config, seen *seenHeaders) []string {
+func notes(cfg *config.Config, carried func(header string) bool) []string {
 	var out []string
 	if cfg.Store.Backend == "redis" {
 		out = append(out, "the configuration's store is Redis, which shares limits between gateways: replay the logs of every gateway together (several LOG arguments are merged by time)")
@@ -66,7 +27,7 @@ func notes(cfg *config.Config, seen *seenHeaders) []string {
 		default:
 			return
 		}
-		if !seen.has(header) {
+		if !carried(header) {
 			out = append(out, fmt.Sprintf("%s uses %s, but no log line carried the %s header: every request lacked it", what, k, header))
 		}
 	}
@@ -89,4 +50,9 @@ func notes(cfg *config.Config, seen *seenHeaders) []string {
 		}
 	}
 	return out
+}
+
+// sameString reports whether a and b are the same string in memory.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }

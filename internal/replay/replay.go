@@ -26,6 +26,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -184,7 +185,6 @@ type run struct {
 	now      int64 // the clock: the latest time decided
 	started  bool
 	reasons  map[parseError]int64
-	seen     seenHeaders
 	// decided, if set, is told each entry's outcome under the replayed
 	// configuration (tests compare it request by request).
 	decided func(e *entry, o httplimit.Outcome, delay time.Duration)
@@ -208,6 +208,8 @@ func (r *run) newEntry() *entry {
 	}
 	return new(entry)
 }
+
+func (r *run) freeEntry(e *entry) { r.free = append(r.free, e) }
 
 func (r *run) unparsed(file int, line int64, why parseError) {
 	r.rep.Unparsed++
@@ -283,7 +285,6 @@ func (r *run) decide(e *entry) error {
 		r.now = t
 	}
 	r.rep.Requests++
-	r.seen.add(e.req.Headers)
 	if err := r.cur.decide(&e.req, t); err != nil {
 		return err
 	}
@@ -309,11 +310,21 @@ type decider struct {
 	ip    *clientip.Resolver
 	st    *stats
 
-	req    *http.Request
-	vals   [maxHeaders][1]string
-	w      discardWriter
-	status int // the logged status, which the upstream answers
-	now    int64
+	req  *http.Request
+	vals [maxHeaders][1]string
+	// need are the request headers the configuration reads (key parts,
+	// tiers, lists, the forwarding header, tokens): a request is rebuilt
+	// with these only. seen marks those some line carried.
+	need []string
+	seen []bool
+	// lastName and lastIdx remember, per position in a line's headers,
+	// the last name seen there and its index in need (-1: not needed):
+	// parsers give the same strings line after line.
+	lastName [maxHeaders]string
+	lastIdx  [maxHeaders]int
+	w        discardWriter
+	status   int // the logged status, which the upstream answers
+	now      int64
 	// outcome is the request's outcome; noOutcome when no rule matched.
 	outcome httplimit.Outcome
 	delay   time.Duration // how long it waited its turn
@@ -332,7 +343,8 @@ func newDecider(cfg *config.Config, suggest bool) (*decider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}
-	d := &decider{cfg: cfg, lo: lo, ip: lo.ClientIP, outcome: noOutcome}
+	d := &decider{cfg: cfg, lo: lo, ip: lo.ClientIP, outcome: noOutcome, need: headersRead(cfg, lo.ClientIP)}
+	d.seen = make([]bool, len(d.need))
 	d.st = newStats(suggest)
 	d.req, _ = http.NewRequestWithContext(context.Background(), http.MethodGet, "/", nil)
 	d.req.Proto, d.req.ProtoMajor, d.req.ProtoMinor = "HTTP/1.1", 1, 1
@@ -442,11 +454,71 @@ func (d *decider) rebuild(q *Request) {
 	r.RequestURI = str(target)
 	r.Host = str(host)
 	r.RemoteAddr = str(q.Client)
-	clear(r.Header)
+	if len(r.Header) > 0 {
+		clear(r.Header)
+	}
 	for i, h := range q.Headers {
+		j := d.lastIdx[i]
+		if !sameString(d.lastName[i], h.Name) {
+			j = slices.Index(d.need, h.Name)
+			d.lastName[i], d.lastIdx[i] = h.Name, j
+		}
+		if j < 0 {
+			continue
+		}
+		d.seen[j] = true
 		d.vals[i][0] = str(h.Value)
 		r.Header[h.Name] = d.vals[i][:]
 	}
+}
+
+// headersRead returns the request headers a configuration's limiter reads.
+func headersRead(cfg *config.Config, ip *clientip.Resolver) []string {
+	var out []string
+	add := func(name string) {
+		if !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	part := func(k httplimit.KeyPart) {
+		switch k.Source {
+		case httplimit.SourceHeader:
+			add(k.Name)
+		case httplimit.SourceCookie:
+			add("Cookie")
+		case httplimit.SourceJWT:
+			add("Authorization")
+		}
+	}
+	lo := cfg.Limiter
+	part(lo.Tiers.From)
+	part(lo.Tiers.Client)
+	part(lo.Tiers.Anchor)
+	for _, li := range lo.Deny {
+		part(li.Key)
+	}
+	for _, r := range lo.Rules {
+		for _, k := range r.Key {
+			part(k)
+		}
+		for _, li := range r.Allow {
+			part(li.Key)
+		}
+	}
+	if cfg.JWT != nil {
+		add("Authorization")
+	}
+	if len(cfg.ClientIP.TrustedProxies) > 0 {
+		add(ip.Header())
+	}
+	return out
+}
+
+// carried reports whether some line carried the header name, one the
+// configuration reads.
+func (d *decider) carried(name string) bool {
+	i := slices.Index(d.need, name)
+	return i >= 0 && d.seen[i]
 }
 
 // str returns b's bytes as a string without copying; see rebuild.

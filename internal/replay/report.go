@@ -192,7 +192,7 @@ func (r *run) finish() {
 	for _, rs := range st.rules {
 		rep.Rules = append(rep.Rules, r.ruleReport(st, rs))
 	}
-	rep.Notes = notes(r.opts.Config, &r.seen)
+	rep.Notes = notes(r.opts.Config, r.cur.carried)
 	if r.old != nil {
 		rep.Against = r.compare()
 	}

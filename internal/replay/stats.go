@@ -17,7 +17,6 @@ type stats struct {
 	lim     *httplimit.Limiter
 	rules   []*ruleStats
 	byName  map[string]*ruleStats
-	last    *ruleStats // the rule of the last event, as rules often repeat
 
 	// keys holds every rule's keys: rules keyed alike (by ip, say) share
 	// one entry, found once per request.
@@ -108,15 +107,20 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 		prevKey string
 		prev    *keyStats
 	)
+	next := 0 // events come in the rules' order, naming them by the same strings
 	for i := range e.Rules {
 		re := &e.Rules[i]
-		rs := s.last
-		if rs == nil || rs.name != re.Rule {
-			if rs = s.byName[re.Rule]; rs == nil {
-				continue
-			}
-			s.last = rs
+		k := next
+		for k < len(s.rules) && !sameString(s.rules[k].name, re.Rule) {
+			k++
 		}
+		var rs *ruleStats
+		if k < len(s.rules) {
+			rs = s.rules[k]
+		} else if rs = s.byName[re.Rule]; rs == nil {
+			continue
+		}
+		next = int(rs.idx) + 1
 		rs.matched++
 		limited := false
 		switch re.Outcome {

@@ -1,43 +1,17 @@
 package replay
 
-import (
-	"io"
-	"slices"
-)
+import "io"
 
-// entry is a parsed line held until its turn: its Request's slices point
-// into buf, which it owns. Entries are recycled, so that reading a log
-// allocates nothing per line once the buffers have grown.
+// entry is a parsed line held until its turn: a copy of the line, parsed
+// in place, so that its Request's slices point into buf (or into the
+// Request's own scratch space). Entries are recycled, so that reading a
+// log allocates nothing per line once the buffers have grown.
 type entry struct {
 	req  Request
 	buf  []byte
 	file int   // index of the log in the replay's list
 	line int64 // line number in its log
 	seq  uint64
-}
-
-// own copies src into e, with every slice in e.buf.
-func (e *entry) own(src *Request) {
-	n := len(src.Client) + len(src.Method) + len(src.Target) + len(src.Host)
-	for _, h := range src.Headers {
-		n += len(h.Value)
-	}
-	e.buf = slices.Grow(e.buf[:0], n)
-	cp := func(b []byte) []byte {
-		if b == nil {
-			return nil
-		}
-		start := len(e.buf)
-		e.buf = append(e.buf, b...)
-		return e.buf[start:len(e.buf):len(e.buf)]
-	}
-	r := &e.req
-	r.Time, r.Status = src.Time, src.Status
-	r.Client, r.Method, r.Target, r.Host = cp(src.Client), cp(src.Method), cp(src.Target), cp(src.Host)
-	r.Headers = r.hdrs[:0]
-	for _, h := range src.Headers {
-		r.Headers = append(r.Headers, Header{Name: h.Name, Value: cp(h.Value)})
-	}
 }
 
 // source is one log read in time order: lines are held until no line
@@ -47,7 +21,6 @@ type source struct {
 	idx    int
 	lr     *lineReader
 	parse  func([]byte, *Request) error
-	tmp    Request
 	pend   []*entry // sorted by (time, seq) from head
 	head   int
 	newest int64
@@ -61,6 +34,7 @@ type lineSink interface {
 	unparsed(file int, line int64, why parseError)
 	readError(file int, err error)
 	newEntry() *entry
+	freeEntry(*entry)
 }
 
 // next returns the source's next entry in time order, or nil at its end.
@@ -95,7 +69,10 @@ func (s *source) next(sink lineSink) *entry {
 			sink.unparsed(s.idx, n, errEmpty)
 			continue
 		}
-		if err := s.parse(line, &s.tmp); err != nil {
+		e := sink.newEntry()
+		e.buf = append(e.buf[:0], line...)
+		if err := s.parse(e.buf, &e.req); err != nil {
+			sink.freeEntry(e)
 			pe, ok := err.(parseError) // the parsers return no other errors
 			if !ok {
 				pe = errSyntax
@@ -103,8 +80,6 @@ func (s *source) next(sink lineSink) *entry {
 			sink.unparsed(s.idx, n, pe)
 			continue
 		}
-		e := sink.newEntry()
-		e.own(&s.tmp)
 		e.file, e.line, e.seq = s.idx, n, s.seq
 		s.seq++
 		s.insert(e)
