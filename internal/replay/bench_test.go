@@ -10,6 +10,8 @@ import (
 	"github.com/sluicehq/sluice/internal/config"
 )
 
+var benchTolerance = 5 * time.Second
+
 var benchStart = time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
 
 func loadTestConfig(tb testing.TB, path string) *config.Config {
@@ -57,7 +59,7 @@ func BenchmarkReplayCombined(b *testing.B) {
 	var total, cpu time.Duration
 	for b.Loop() {
 		start, cpu0 := time.Now(), cpuTime()
-		rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{"-"}, Stdin: bytes.NewReader(buf.Bytes()), Tolerance: 5 * time.Second})
+		rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{"-"}, Stdin: bytes.NewReader(buf.Bytes()), Tolerance: benchTolerance})
 		total += time.Since(start)
 		cpu += cpuTime() - cpu0
 		if err != nil || rep.Requests != lines {

@@ -25,28 +25,11 @@ func (p *combinedParser) parse(line []byte, req *Request) error {
 		return errSyntax
 	}
 	req.Client = line[:sp]
-	// The ident and user fields, then the time in brackets. A user may
-	// hold spaces (Apache does not escape them): look for " [".
-	i := sp
-	for i+1 < len(line) && !(line[i] == ' ' && line[i+1] == '[') {
-		i++
+	t, i, err := p.time(line, sp)
+	if err != nil {
+		return err
 	}
-	i += 2
-	if i+27 > len(line) || line[i+26] != ']' {
-		return errSyntax
-	}
-	ts := line[i : i+26]
-	if string(ts) == string(p.lastTime[:]) && p.lastNanos != 0 {
-		req.Time = p.lastNanos
-	} else {
-		t, ok := parseLocalTime(ts)
-		if !ok {
-			return errTime
-		}
-		copy(p.lastTime[:], ts)
-		p.lastNanos, req.Time = t, t
-	}
-	i += 27
+	req.Time = t
 	if i+1 >= len(line) || line[i] != ' ' || line[i+1] != '"' {
 		return errSyntax
 	}
@@ -92,6 +75,42 @@ func (p *combinedParser) parse(line []byte, req *Request) error {
 		req.addHeader(name, v)
 	}
 	return nil
+}
+
+// timeOf returns the line's time.
+func (p *combinedParser) timeOf(line []byte) (int64, error) {
+	sp := indexByte(line, ' ')
+	if sp <= 0 {
+		return 0, errSyntax
+	}
+	t, _, err := p.time(line, sp)
+	return t, err
+}
+
+// time finds and parses the time in brackets after the client's address,
+// which ends at sp, and returns it and the index just past the bracket.
+func (p *combinedParser) time(line []byte, sp int) (int64, int, error) {
+	// The ident and user fields, then the time in brackets. A user may
+	// hold spaces (Apache does not escape them): look for " [".
+	i := sp
+	for i+1 < len(line) && !(line[i] == ' ' && line[i+1] == '[') {
+		i++
+	}
+	i += 2
+	if i+27 > len(line) || line[i+26] != ']' {
+		return 0, 0, errSyntax
+	}
+	ts := line[i : i+26]
+	if string(ts) == string(p.lastTime[:]) && p.lastNanos != 0 {
+		return p.lastNanos, i + 27, nil
+	}
+	t, ok := parseLocalTime(ts)
+	if !ok {
+		return 0, 0, errTime
+	}
+	copy(p.lastTime[:], ts)
+	p.lastNanos = t
+	return t, i + 27, nil
 }
 
 // quoted returns the quoted field that starts at line[i] ('"'),

@@ -17,21 +17,37 @@ package replay
 // envoyParser parses Envoy's default format.
 type envoyParser struct{}
 
-func (envoyParser) parse(line []byte, req *Request) error {
-	req.reset()
+func (envoyParser) timeOf(line []byte) (int64, error) {
+	t, _, err := envoyTime(line)
+	return t, err
+}
+
+// envoyTime parses the time in brackets that starts a line, and returns it
+// and the index of the closing bracket.
+func envoyTime(line []byte) (int64, int, error) {
 	if len(line) < 2 || line[0] != '[' {
-		return errSyntax
+		return 0, 0, errSyntax
 	}
 	end := indexByte(line, ']')
 	if end < 0 {
-		return errSyntax
+		return 0, 0, errSyntax
 	}
 	t, ok := parseRFC3339(line[1:end])
 	if !ok {
-		return errTime
+		return 0, 0, errTime
+	}
+	return t, end, nil
+}
+
+func (envoyParser) parse(line []byte, req *Request) error {
+	req.reset()
+	t, end, err := envoyTime(line)
+	if err != nil {
+		return err
 	}
 	req.Time = t
 	i := end + 1
+	var ok bool
 	if i+1 >= len(line) || line[i] != ' ' || line[i+1] != '"' {
 		return errSyntax
 	}

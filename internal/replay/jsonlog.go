@@ -102,6 +102,15 @@ type jsonParser struct {
 	// httpNames caches the header names of "http_" fields, up to
 	// maxHTTPNames of them.
 	httpNames map[string]string
+	tmp       Request // for timeOf
+}
+
+// timeOf parses the line whole: a JSON object has no place for its time.
+func (p *jsonParser) timeOf(line []byte) (int64, error) {
+	if err := p.parse(line, &p.tmp); err != nil {
+		return 0, err
+	}
+	return p.tmp.Time, nil
 }
 
 const maxHTTPNames = 1024

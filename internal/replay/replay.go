@@ -150,7 +150,8 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		srcs[i] = &source{idx: i, lr: lr, parse: p, tol: int64(opts.Tolerance)}
+		r.parsers = append(r.parsers, p)
+		srcs[i] = &source{idx: i, lr: lr, p: p, tol: int64(opts.Tolerance)}
 	}
 	if err := r.merge(ctx, srcs); err != nil {
 		return nil, err
@@ -163,14 +164,14 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 }
 
 // newParser returns the line parser of a format.
-func newParser(f Format, fields JSONFields) (func([]byte, *Request) error, error) {
+func newParser(f Format, fields JSONFields) (lineParser, error) {
 	switch f {
 	case Combined:
-		return new(combinedParser).parse, nil
+		return new(combinedParser), nil
 	case JSON:
-		return newJSONParser(fields).parse, nil
+		return newJSONParser(fields), nil
 	case Envoy:
-		return envoyParser{}.parse, nil
+		return envoyParser{}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown log format %v", ErrUsage, f)
 }
@@ -181,6 +182,8 @@ type run struct {
 	rep      *Report
 	cur, old *decider
 	readers  []*lineReader
+	parsers  []lineParser // by log
+	req      Request      // the request being decided
 	free     []*entry
 	now      int64 // the clock: the latest time decided
 	started  bool
@@ -249,7 +252,7 @@ func (r *run) merge(ctx context.Context, srcs []*source) error {
 					continue
 				}
 			}
-			if heads[i] != nil && (best < 0 || heads[i].req.Time < heads[best].req.Time) {
+			if heads[i] != nil && (best < 0 || heads[i].time < heads[best].time) {
 				best = i
 			}
 		}
@@ -268,7 +271,11 @@ func (r *run) merge(ctx context.Context, srcs []*source) error {
 // decide decides one entry with each configuration, at its time or, for a
 // late one, at the latest time reached.
 func (r *run) decide(e *entry) error {
-	t := e.req.Time
+	if err := r.parsers[e.file].parse(e.buf, &r.req); err != nil {
+		r.unparsed(e.file, e.line, asParseError(err))
+		return nil
+	}
+	t := e.time
 	switch {
 	case !r.started:
 		r.started = true
@@ -285,14 +292,14 @@ func (r *run) decide(e *entry) error {
 		r.now = t
 	}
 	r.rep.Requests++
-	if err := r.cur.decide(&e.req, t); err != nil {
+	if err := r.cur.decide(&r.req, t); err != nil {
 		return err
 	}
 	if r.decided != nil {
 		r.decided(e, r.cur.outcome, r.cur.delay)
 	}
 	if r.old != nil {
-		if err := r.old.decide(&e.req, t); err != nil {
+		if err := r.old.decide(&r.req, t); err != nil {
 			return err
 		}
 	}

@@ -2,16 +2,25 @@ package replay
 
 import "io"
 
-// entry is a parsed line held until its turn: a copy of the line, parsed
-// in place, so that its Request's slices point into buf (or into the
-// Request's own scratch space). Entries are recycled, so that reading a
-// log allocates nothing per line once the buffers have grown.
+// entry is a line held until its turn: a copy of the line and its time,
+// and nothing else, so that the lines held within the tolerance take
+// little memory (and cache). It is parsed whole when its turn comes.
+// Entries are recycled, so that reading a log allocates nothing per line
+// once the buffers have grown.
 type entry struct {
-	req  Request
 	buf  []byte
+	time int64 // ns since the epoch
 	file int   // index of the log in the replay's list
 	line int64 // line number in its log
 	seq  uint64
+}
+
+// lineParser reads one log format.
+type lineParser interface {
+	// timeOf returns a line's time, reading no more of it than it must.
+	timeOf(line []byte) (int64, error)
+	// parse parses a whole line into req. Its errors are parseErrors.
+	parse(line []byte, req *Request) error
 }
 
 // source is one log read in time order: lines are held until no line
@@ -20,7 +29,7 @@ type entry struct {
 type source struct {
 	idx    int
 	lr     *lineReader
-	parse  func([]byte, *Request) error
+	p      lineParser
 	pend   []*entry // sorted by (time, seq) from head
 	head   int
 	newest int64
@@ -40,7 +49,7 @@ type lineSink interface {
 // next returns the source's next entry in time order, or nil at its end.
 func (s *source) next(sink lineSink) *entry {
 	for {
-		if s.head < len(s.pend) && (s.eof || s.pend[s.head].req.Time <= s.newest-s.tol) {
+		if s.head < len(s.pend) && (s.eof || s.pend[s.head].time <= s.newest-s.tol) {
 			e := s.pend[s.head]
 			s.pend[s.head] = nil
 			if s.head++; s.head == len(s.pend) {
@@ -69,21 +78,17 @@ func (s *source) next(sink lineSink) *entry {
 			sink.unparsed(s.idx, n, errEmpty)
 			continue
 		}
-		e := sink.newEntry()
-		e.buf = append(e.buf[:0], line...)
-		if err := s.parse(e.buf, &e.req); err != nil {
-			sink.freeEntry(e)
-			pe, ok := err.(parseError) // the parsers return no other errors
-			if !ok {
-				pe = errSyntax
-			}
-			sink.unparsed(s.idx, n, pe)
+		t, err := s.p.timeOf(line)
+		if err != nil {
+			sink.unparsed(s.idx, n, asParseError(err))
 			continue
 		}
-		e.file, e.line, e.seq = s.idx, n, s.seq
+		e := sink.newEntry()
+		e.buf = append(e.buf[:0], line...)
+		e.time, e.file, e.line, e.seq = t, s.idx, n, s.seq
 		s.seq++
 		s.insert(e)
-		s.newest = max(s.newest, e.req.Time)
+		s.newest = max(s.newest, t)
 	}
 }
 
@@ -97,7 +102,16 @@ func (s *source) insert(e *entry) {
 		s.pend, s.head = s.pend[:n], 0
 	}
 	s.pend = append(s.pend, e)
-	for i := len(s.pend) - 1; i > s.head && s.pend[i-1].req.Time > e.req.Time; i-- {
+	for i := len(s.pend) - 1; i > s.head && s.pend[i-1].time > e.time; i-- {
 		s.pend[i-1], s.pend[i] = s.pend[i], s.pend[i-1]
 	}
+}
+
+// asParseError returns err as the parseError it is (the parsers return no
+// other errors), or errSyntax.
+func asParseError(err error) parseError {
+	if pe, ok := err.(parseError); ok {
+		return pe
+	}
+	return errSyntax
 }
