@@ -24,7 +24,7 @@ import (
 //	                      and close to Count for random traffic
 //
 // The measured numbers are logged, one line per algorithm and scenario, for
-// the README: go test -run TestAccuracy -v ./algo
+// docs/algorithms.md: go test -run TestAccuracy -v ./algo
 
 // admission is an admitted request.
 type admission struct{ at, n int64 }

@@ -594,18 +594,34 @@ func (s *Set) Override(domain string, entries []Entry, requestsPerUnit uint32, u
 	return Match{Rule: r, Key: overrideCounterKey(entries), entries: entries}, nil
 }
 
-// overrideCounterKey encodes every key and value, length-prefixed.
+// overrideCounterKey is the counter key of a request's own limit and of
+// KeyOverride: the entries' part of AppendKey.
 func overrideCounterKey(entries []Entry) string {
-	var buf []byte
+	return string(appendEntries(nil, entries))
+}
+
+// AppendKey appends to dst a key that names one descriptor of a domain:
+// the domain, then each entry's key and value, every one preceded by its
+// length in decimal and a colon, so that distinct descriptors get distinct
+// keys. It allocates only when dst has too little room: a map keyed by
+// descriptors is looked up without an allocation as
+// m[string(AppendKey(buf[:0], domain, entries))], with buf an array on the
+// stack.
+func AppendKey(dst []byte, domain string, entries []Entry) []byte {
+	return appendEntries(appendLenPrefixed(dst, domain), entries)
+}
+
+func appendEntries(dst []byte, entries []Entry) []byte {
 	for _, e := range entries {
-		buf = strconv.AppendInt(buf, int64(len(e.Key)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, e.Key...)
-		buf = strconv.AppendInt(buf, int64(len(e.Value)), 10)
-		buf = append(buf, ':')
-		buf = append(buf, e.Value...)
+		dst = appendLenPrefixed(appendLenPrefixed(dst, e.Key), e.Value)
 	}
-	return string(buf)
+	return dst
+}
+
+func appendLenPrefixed(dst []byte, s string) []byte {
+	dst = strconv.AppendInt(dst, int64(len(s)), 10)
+	dst = append(dst, ':')
+	return append(dst, s...)
 }
 
 // KeyOverride returns the match for one descriptor that an operator gave

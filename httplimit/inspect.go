@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/sluicehq/sluice"
 )
@@ -309,133 +310,127 @@ func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string
 	return rules, nil
 }
 
+// KeyText returns a rule's composite key (RuleEvent.Key) as the values an
+// operator gives for it to RuleKey and `sluice key show`: one per key
+// part, separated by spaces, each quoted (Go syntax) when it is empty or
+// holds a space, a quote or a character that does not print. A value
+// replaced by its digest (longer than MaxValueLen) is shown as # and the
+// digest; a missing part keyed by the client's address as missing: and
+// the address. A key that is not a composite key of this package is
+// returned quoted.
+func KeyText(key string) string {
+	parts, ok := splitKey(key)
+	if !ok {
+		return strconv.Quote(key)
+	}
+	var out []string
+	for _, p := range parts {
+		if p.tag == 'g' && !p.missing {
+			continue // global: no value
+		}
+		out = append(out, p.text())
+	}
+	return strings.Join(out, " ")
+}
+
 // KeyString returns key, a composite key of the rule named rule (such as
-// RuleEvent.Key), in a readable form: each key part as "part=value", space
-// separated, in the rule's order, such as "ip=192.0.2.1/32
-// header:X-Api-Key=k-123". An ip part shows the address as keys hold it,
-// masked; a value longer than MaxValueLen shows the digest the key holds
-// ("sha256:…"); a value with spaces, quotes or unprintable bytes is quoted
-// as Go quotes strings; a part the request lacked, which the rule replaced
-// by the client's address, shows "(missing)" and that address. It returns
-// ErrUnknownRule for a rule the Limiter does not have and ErrInvalidKey
-// for a key the rule cannot have made.
+// RuleEvent.Key), with the names of the rule's key parts: "part=value" for
+// each, space separated, in the rule's order, the values as KeyText shows
+// them ("ip=192.0.2.1/32 header:X-Api-Key=k-123"), and a part that takes
+// no value by its name alone ("global"). It returns ErrUnknownRule for a
+// rule the Limiter does not have and ErrInvalidKey for a key the rule
+// cannot have made.
 func (l *Limiter) KeyString(rule, key string) (string, error) {
 	c := l.rule(rule)
 	if c == nil {
 		return "", fmt.Errorf("%w: %q", ErrUnknownRule, rule)
 	}
+	parts, ok := splitKey(key)
+	if !ok || len(parts) != len(c.Key) {
+		return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+	}
 	var b strings.Builder
-	rest := key
 	for i, k := range c.Key {
+		p, ks := parts[i], k.source()
+		switch {
+		case p.missing:
+		case k.Source == SourceIP && p.tag == 'u':
+		case k.Source == SourceIP && p.tag == 'i':
+			if _, err := netip.ParsePrefix(p.value); err != nil {
+				return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+			}
+		case p.tag != ks.tag:
+			return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+		}
 		if i > 0 {
 			b.WriteByte(' ')
 		}
 		b.WriteString(k.String())
+		if ks.noValue && !p.missing {
+			continue
+		}
 		b.WriteByte('=')
-		ks := k.source()
-		if len(rest) >= 2 && rest[0] == 'm' && (rest[1] == 'i' || rest[1] == 'u') {
-			// Missing, keyed by the client's address ('m' then the ip
-			// part's form). A method's own form ("m3:GET") never has
-			// 'i' or 'u' after its tag.
-			addr, after, ok := cutAddrForm(rest[1:])
-			if !ok {
-				return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
-			}
-			b.WriteString("(missing) ip=")
-			b.WriteString(addr)
-			rest = after
-			continue
-		}
-		if k.Source == SourceIP {
-			addr, after, ok := cutAddrForm(rest)
-			if !ok {
-				return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
-			}
-			b.WriteString(addr)
-			rest = after
-			continue
-		}
-		v, after, ok := cutValue(rest, ks.tag)
-		if !ok {
-			return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
-		}
-		if !ks.noValue {
-			b.WriteString(readable(v))
-		}
-		rest = after
-	}
-	if rest != "" {
-		return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+		b.WriteString(p.text())
 	}
 	return b.String(), nil
 }
 
-// cutAddrForm cuts the ip part's form from the front of s: 'i' and a
-// prefix ("i192.0.2.1/32"), or 'u' and a value (a request without a usable
-// address). It returns the address as text and the rest.
-func cutAddrForm(s string) (addr, rest string, ok bool) {
-	switch {
-	case s == "":
-		return "", "", false
-	case s[0] == 'u':
-		v, rest, ok := cutValue(s, 'u')
-		return "(no address) " + readable(v), rest, ok
-	case s[0] != 'i':
-		return "", "", false
-	}
-	slash := strings.IndexByte(s, '/')
-	if slash < 0 {
-		return "", "", false
-	}
-	end := slash + 1
-	for end < len(s) && end-slash <= 3 && '0' <= s[end] && s[end] <= '9' {
-		end++
-	}
-	p, err := netip.ParsePrefix(s[1:end])
-	if err != nil {
-		return "", "", false
-	}
-	if p.Bits() == p.Addr().BitLen() {
-		return p.Addr().String(), s[end:], true
-	}
-	return p.String(), s[end:], true
+// keyPart is one part of a composite key, as splitKey finds it.
+type keyPart struct {
+	tag byte // its source's tag: 'i' for an address, 'u' for a request without one
+	// missing marks a part the request lacked, keyed by the client's
+	// address in its place.
+	missing bool
+	// value is the part's value: an address as a prefix
+	// ("203.0.113.7/32"), a digest as "#" and the digest, or the value.
+	value string
 }
 
-// cutValue cuts appendValue's form of a value with the given tag from the
-// front of s: the tag, the length, ':' and the value; or the tag, '#' and
-// the value's digest, returned as "sha256:DIGEST".
-func cutValue(s string, tag byte) (v, rest string, ok bool) {
-	if len(s) < 2 || s[0] != tag {
-		return "", "", false
+// text returns the part's value as KeyText shows it.
+func (p keyPart) text() string {
+	v := p.value
+	if p.missing {
+		v = "missing:" + v
 	}
-	if s[1] == '#' {
-		const n = 24 // 18 bytes of digest in unpadded base64
-		if len(s) < 2+n {
-			return "", "", false
-		}
-		return "sha256:" + s[2:2+n], s[2+n:], true
-	}
-	colon := strings.IndexByte(s, ':')
-	if colon < 2 || colon > 5 {
-		return "", "", false
-	}
-	n, err := strconv.Atoi(s[1:colon])
-	if err != nil || n < 0 || n > MaxValueLen || len(s)-colon-1 < n {
-		return "", "", false
-	}
-	return s[colon+1 : colon+1+n], s[colon+1+n:], true
-}
-
-// readable returns v as it is when it is printable and has no space or
-// quote, and quoted otherwise.
-func readable(v string) string {
-	for _, r := range v {
-		if r == ' ' || r == '"' || r == '\\' || !strconv.IsPrint(r) {
-			return strconv.Quote(v)
-		}
-	}
-	if v == "" {
-		return `""`
+	if v == "" || strings.ContainsAny(v, " \"'\\") || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		v = strconv.Quote(v)
 	}
 	return v
+}
+
+// splitKey splits a composite key, as the key sources append them, into
+// its parts; ok is false for a string that is not such a key.
+func splitKey(key string) (parts []keyPart, ok bool) {
+	for rest := key; rest != ""; {
+		p := keyPart{tag: rest[0]}
+		rest = rest[1:]
+		if p.tag == 'm' && rest != "" && (rest[0] == 'i' || rest[0] == 'u') {
+			// A missing part, keyed by the address after it (a method
+			// has a length after its tag).
+			p.missing, p.tag, rest = true, rest[0], rest[1:]
+		}
+		switch {
+		case p.tag == 'i':
+			slash := strings.IndexByte(rest, '/')
+			if slash < 0 {
+				return nil, false
+			}
+			end := slash + 1
+			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
+				end++
+			}
+			p.value, rest = rest[:end], rest[end:]
+		case strings.HasPrefix(rest, "#") && len(rest) >= 25:
+			p.value, rest = rest[:25], rest[25:]
+		default:
+			colon := strings.IndexByte(rest, ':')
+			n, err := strconv.Atoi(rest[:max(colon, 0)])
+			if colon < 0 || err != nil || n < 0 || n > len(rest)-colon-1 {
+				return nil, false
+			}
+			p.value, rest = rest[colon+1:colon+1+n], rest[colon+1+n:]
+		}
+		parts = append(parts, p)
+	}
+	return parts, true
 }

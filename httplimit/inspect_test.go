@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -234,4 +236,64 @@ func TestRuleKeyPathAsServed(t *testing.T) {
 	if err != nil || len(st) != 1 || st[0].Decision.Remaining != 0 {
 		t.Errorf("PeekKey(RuleKey(/API/x)) after a request to /Api//X/: got %+v, %v; want the used counter (0 remaining)", st, err)
 	}
+}
+
+func TestKeyText(t *testing.T) {
+	long := strings.Repeat("x", httplimit.MaxValueLen+1)
+	lim, err := httplimit.New(httplimit.Options{Store: memstore.New(memstore.Options{}), Rules: []httplimit.Rule{
+		{Name: "ip", Key: []httplimit.KeyPart{httplimit.IP()}, Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Second}},
+		{Name: "hdr", Key: []httplimit.KeyPart{httplimit.Header("X-Key"), httplimit.Method(), httplimit.Global()}, Limit: sluice.Limit{Algorithm: sluice.GCRA, Count: 1, Period: time.Second}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		rule   string
+		values []string
+		want   string
+	}{
+		{"ip", []string{"203.0.113.7"}, "203.0.113.7/32"},
+		{"ip", []string{"2001:db8::1"}, "2001:db8::/64"},
+		{"hdr", []string{"sk_live_1", "GET"}, "sk_live_1 GET"},
+		{"hdr", []string{"a b", "POST"}, `"a b" POST`},
+	}
+	for _, tt := range tests {
+		key, err := lim.RuleKey(tt.rule, tt.values)
+		if err != nil {
+			t.Fatalf("RuleKey(%s, %q): %v", tt.rule, tt.values, err)
+		}
+		if got := httplimit.KeyText(key); got != tt.want {
+			t.Errorf("KeyText(%q) = %s, want %s", key, got, tt.want)
+		}
+	}
+	key, err := lim.RuleKey("hdr", []string{long, "GET"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := httplimit.KeyText(key); !strings.HasPrefix(got, "#") || strings.Contains(got, "xxx") || !strings.HasSuffix(got, " GET") {
+		t.Errorf("KeyText of a long value = %s, want its digest and GET", got)
+	}
+	for _, bad := range []string{"h5:ab", "i203.0.113.7", "zzz", "m"} {
+		if got := httplimit.KeyText(bad); got != strconv.Quote(bad) {
+			t.Errorf("KeyText(%q) = %s, want it quoted", bad, got)
+		}
+	}
+}
+
+// KeyText takes any string without panicking, and shows a well-formed key
+// of header values as those values.
+func FuzzKeyText(f *testing.F) {
+	f.Add("h5:hello", "x")
+	f.Add("i203.0.113.7/32h1:a", "")
+	f.Add("mi10.0.0.1/32", "y")
+	f.Fuzz(func(t *testing.T, key, value string) {
+		_ = httplimit.KeyText(key)
+		if value == "" || len(value) > httplimit.MaxValueLen || strings.ContainsAny(value, " \"'\\") || strconv.Quote(value) != `"`+value+`"` {
+			return
+		}
+		k := "h" + strconv.Itoa(len(value)) + ":" + value
+		if got := httplimit.KeyText(k + k); got != value+" "+value {
+			t.Errorf("KeyText(%q) = %q, want %q twice", k+k, got, value)
+		}
+	})
 }

@@ -35,15 +35,15 @@ func TestKeyString(t *testing.T) {
 		want             []string // by rule
 	}{
 		{name: "values", remote: "192.0.2.7:1", key: "k-123", tgt: "/a?q=x", method: "POST",
-			want: []string{"ip=192.0.2.7 header:X-Api-Key=k-123 method=POST global=", "method=POST query:q=x"}},
+			want: []string{"ip=192.0.2.7/32 header:X-Api-Key=k-123 method=POST global", "method=POST query:q=x"}},
 		{name: "missing parts keyed by the address", remote: "192.0.2.7:1", tgt: "/a", method: "GET",
-			want: []string{"ip=192.0.2.7 header:X-Api-Key=(missing) ip=192.0.2.7 method=GET global=", "method=GET query:q=(missing) ip=192.0.2.7"}},
+			want: []string{"ip=192.0.2.7/32 header:X-Api-Key=missing:192.0.2.7/32 method=GET global", "method=GET query:q=missing:192.0.2.7/32"}},
 		{name: "IPv6 per /64, a quoted value", remote: "[2001:db8:1:2::5]:1", key: "a b", tgt: "/a?q=%22", method: "GET",
-			want: []string{`ip=2001:db8:1:2::/64 header:X-Api-Key="a b" method=GET global=`, `method=GET query:q="\""`}},
+			want: []string{`ip=2001:db8:1:2::/64 header:X-Api-Key="a b" method=GET global`, `method=GET query:q="\""`}},
 		{name: "a long value by its digest", remote: "192.0.2.7:1", key: long, tgt: "/a?q=1", method: "GET",
-			want: []string{"ip=192.0.2.7 header:X-Api-Key=sha256:", "method=GET query:q=1"}},
+			want: []string{"ip=192.0.2.7/32 header:X-Api-Key=#", "method=GET query:q=1"}},
 		{name: "no usable address", remote: "@", key: "k", tgt: "/a?q=1", method: "GET",
-			want: []string{"ip=(no address) @ header:X-Api-Key=k method=GET global=", "method=GET query:q=1"}},
+			want: []string{"ip=@ header:X-Api-Key=k method=GET global", "method=GET query:q=1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

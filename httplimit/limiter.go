@@ -127,6 +127,9 @@ type Options struct {
 	CaseSensitivePaths bool
 	// Observer, if set, is told about every decision, for metrics and logs.
 	Observer Observer
+	// Tracer, if set, traces each decision and the store calls it makes
+	// (see Tracer), under the request's context's span.
+	Tracer Tracer
 	// Overrides, if set, gives clients (values of Tiers.Client, or of
 	// Tiers.From) a tier or limits of their own, ahead of Tiers.Keys and
 	// of the tier a token's claim names. Needs Tiers.From.
@@ -163,6 +166,19 @@ type Options struct {
 type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
+
+// Tracer starts the spans of traces, such as OpenTelemetry's: a span
+// named sluice.decide for each decision, with the attributes sluice.rules
+// (the rules decided), sluice.outcomes (each one's outcome) and
+// sluice.verdict (admitted, refused or unavailable), and under it one span
+// per store call, named sluice.store. and the operation (peek, reserve,
+// take_all, take, cancel), with the attribute sluice.rule. No span or
+// attribute carries a key. Sluice's server adapts OpenTelemetry to it, so
+// that this package does not depend on it.
+type Tracer = engine.Tracer
+
+// Span is a span a Tracer started.
+type Span = engine.Span
 
 // Identity verifies the credentials a request carries (see
 // Options.Identity).
@@ -302,7 +318,7 @@ func New(opts Options) (*Limiter, error) {
 		}
 	}
 	l.leaseObs, _ = opts.Observer.(LeaseObserver)
-	l.eng = engine.New(opts.Store, engine.Options{FailClosed: opts.FailClosed})
+	l.eng = engine.New(opts.Store, engine.Options{FailClosed: opts.FailClosed, Tracer: opts.Tracer})
 	if l.ip == nil {
 		r, err := clientip.New(clientip.Options{})
 		if err != nil {

@@ -47,3 +47,15 @@ func (h *hasher) digest(dst []byte, key string) []byte {
 	}
 	return base64.RawURLEncoding.AppendEncode(dst, sum[:16])
 }
+
+// KeyDigest returns what stands for key in the store's Redis key names
+// with Options.HashKeys: its 22-character digest, keyed by
+// Options.HashSecret if set; without HashKeys, key itself. It is how
+// an operator matches a client to the keys Redis holds, and how Sluice
+// shows keys where the store hides them.
+func (s *Store) KeyDigest(key string) string {
+	if s.hash == nil {
+		return key
+	}
+	return string(s.hash.digest(nil, key))
+}

@@ -77,6 +77,15 @@ func TestHashKeys(t *testing.T) {
 		return base64.RawURLEncoding.EncodeToString(sum[:16])
 	}
 	for _, key := range clients {
+		// KeyDigest names the digest that stands for the key.
+		if got, want := a.KeyDigest(key), mac(secret, key); got != want {
+			t.Errorf("KeyDigest(%q) = %q, want %q", key, got, want)
+		}
+		if got, want := d.KeyDigest(key), sha(key); got != want {
+			t.Errorf("KeyDigest(%q) without a secret = %q, want %q", key, got, want)
+		}
+	}
+	for _, key := range clients {
 		for _, digest := range []string{mac(secret, key), mac(other.HashSecret, key), sha(key)} {
 			tag := fmt.Sprintf("sluice:{6:hashed:%s}:", digest)
 			var mine []string

@@ -66,7 +66,7 @@ import (
 // admitted since (in one quota.lua call that charges them to the key
 // unconditionally), receiving the remaining units back as its new view.
 // The first decision on a key in a process is a plain decision in Redis,
-// which also sets the view. See README "Async mode" for the bound.
+// which also sets the view. See docs/hot-keys.md, "Async mode", for the bound.
 //
 // # Failures
 //
@@ -620,7 +620,7 @@ func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, ke
 	r := storekit.Of(p).Rule(0)
 	if r.Algorithm() == algo.FixedWindow && now >= e.windowEnd {
 		// A new window on the local clock: its count starts afresh here;
-		// what was not sent of the last one is dropped (see README).
+		// what was not sent of the last one is dropped (see docs/hot-keys.md).
 		period := int64(r.Period())
 		k := (now-e.windowEnd)/period + 1
 		e.window += k * period / int64(time.Microsecond)

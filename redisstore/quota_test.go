@@ -264,7 +264,7 @@ func TestQuotaLeaseRedisDown(t *testing.T) {
 
 // In async mode, n stores each offered r requests per second on one key
 // of a fixed window admit no more than Count + (n-1)×r×2×Interval in a
-// window (the bound in README), and decide nearly every request locally.
+// window (the bound in docs/hot-keys.md), and decide nearly every request locally.
 func TestQuotaAsyncBound(t *testing.T) {
 	srv := redistest.Start(t)
 	clk := clock.NewFake(epoch)

@@ -38,7 +38,7 @@
 // keys decided locally from quota leases taken from Redis, never exceeding
 // its limits; one in sluice.SyncAsync mode is decided locally and its
 // counts sent every interval, within a stated bound. Both run quota.lua;
-// see quota.go for the rules and README ("Hot keys at local speed") for
+// see quota.go for the rules and docs/hot-keys.md for
 // the bounds. Store.QuotaStats reports the units held and the calls made.
 //
 // # Time

@@ -14,7 +14,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/sluicehq/sluice/internal/server"
+	"github.com/sluicehq/sluice/internal/proxy"
 )
 
 func main() {
@@ -38,7 +38,7 @@ func main() {
 		}
 		// The gateway's own proxy (an httputil.ReverseProxy with its
 		// transport and buffer pool), without the rate limiting around it.
-		h = server.Proxy(u, slog.New(slog.DiscardHandler))
+		h = proxy.New(u, proxy.Options{Logger: slog.New(slog.DiscardHandler)})
 	default:
 		log.Fatalf("-role %q: want upstream or proxy", *role)
 	}

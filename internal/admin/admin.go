@@ -1,7 +1,9 @@
 // Package admin is the gateway's admin API, served on the admin listener
 // under /admin/v1/ when the config file turns it on: look at a key's state
 // without charging it, reset it, and manage per-client overrides. Every
-// request needs the bearer token from admin.token_file; errors are
+// request needs the bearer token from admin.token_file (the GET routes
+// take instead the session cookie a browser gets for the token, for the
+// dashboard); errors are
 // application/problem+json documents (RFC 9457).
 //
 // Routes:
@@ -22,6 +24,13 @@
 //	GET    /admin/v1/descriptors/overrides/{id}  one, by ID (such as api/client=a)
 //	PUT    /admin/v1/descriptors/overrides/{id}  give a descriptor limits of its own
 //	DELETE /admin/v1/descriptors/overrides/{id}  remove them
+//
+// and, to see who is limited:
+//
+//	GET    /admin/v1/top         each rule's keys most limited (or with the most requests)
+//	GET    /admin/v1/overview    each rule's decisions a second by outcome, its top keys, the store's health
+//	GET    /admin/v1/dashboard   the same, live in a browser page (asks for the token)
+//	POST   /admin/v1/session     open a dashboard session: a cookie for the GET routes
 package admin
 
 import (
@@ -56,10 +65,13 @@ type Options struct {
 	// once. Required.
 	State func() State
 	// Overrides holds the per-client overrides. Required.
-	Overrides *overrides.Set
+	Overrides *overrides.Clients
 	// Descriptors holds the descriptor overrides of the rate-limit
 	// service; required when a State has a Service.
-	Descriptors *overrides.DescriptorSet
+	Descriptors *overrides.Descriptors
+	// Observed is what the server saw of its traffic: the rules' heavy
+	// hitters and rates.
+	Observed Observed
 	// Logger receives a line for every change made through the API.
 	// Default slog.Default().
 	Logger *slog.Logger
@@ -78,21 +90,18 @@ func Handler(opts Options) http.Handler {
 		a.log = slog.Default()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /admin/v1/clients", a.with(a.listClients))
-	mux.HandleFunc("GET /admin/v1/clients/{client}", a.with(a.getClient))
-	mux.HandleFunc("PUT /admin/v1/clients/{client}", a.with(a.putClient))
-	mux.HandleFunc("PATCH /admin/v1/clients/{client}", a.with(a.patchClient))
-	mux.HandleFunc("DELETE /admin/v1/clients/{client}", a.with(a.deleteClient))
+	a.clientRoutes().register(mux)
 	mux.HandleFunc("POST /admin/v1/keys/show", a.with(a.showKey))
 	mux.HandleFunc("POST /admin/v1/keys/reset", a.with(a.resetKey))
 	mux.HandleFunc("POST /admin/v1/descriptors/show", a.with(a.showDescriptor))
 	mux.HandleFunc("POST /admin/v1/descriptors/reset", a.with(a.resetDescriptor))
-	mux.HandleFunc("GET /admin/v1/descriptors/overrides", a.with(a.listDescriptors))
-	mux.HandleFunc("GET /admin/v1/descriptors/overrides/{id...}", a.with(a.getDescriptor))
-	mux.HandleFunc("PUT /admin/v1/descriptors/overrides/{id...}", a.with(a.putDescriptor))
-	mux.HandleFunc("DELETE /admin/v1/descriptors/overrides/{id...}", a.with(a.deleteDescriptor))
+	a.descriptorRoutes().register(mux)
+	mux.HandleFunc("GET /admin/v1/top", a.with(a.getTop))
+	mux.HandleFunc("GET /admin/v1/overview", a.with(a.getOverview))
+	mux.HandleFunc("GET /admin/v1/dashboard", a.getDashboard)
+	mux.HandleFunc("POST /admin/v1/session", a.with(a.postSession))
 	mux.HandleFunc("/admin/", a.with(func(w http.ResponseWriter, r *http.Request, _ State) {
-		problem.Write(w, http.StatusNotFound, "no such route: see the routes in the README's admin API section")
+		problem.Write(w, http.StatusNotFound, "no such route: see the routes in docs/operations.md, The admin API")
 	}))
 	return mux
 }
@@ -105,8 +114,7 @@ func (a *api) with(h func(http.ResponseWriter, *http.Request, State)) http.Handl
 			problem.Write(w, http.StatusNotFound, "the admin API is off: set admin.api: true and admin.token_file in the config file")
 			return
 		}
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), st.Token) != 1 {
+		if !authorized(r, st.Token, r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="sluice admin"`)
 			problem.Write(w, http.StatusUnauthorized, "a valid bearer token is required (Authorization: Bearer <the content of admin.token_file>)")
 			return
@@ -114,6 +122,16 @@ func (a *api) with(h func(http.ResponseWriter, *http.Request, State)) http.Handl
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		h(w, r, st)
 	}
+}
+
+// authorized reports whether r carries token as its bearer token or, if
+// session, the dashboard's session cookie that token opened.
+func authorized(r *http.Request, token []byte, session bool) bool {
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), token) == 1 {
+		return true
+	}
+	return session && hasSession(r, token)
 }
 
 // decode reads a JSON body into v, refusing unknown fields, trailing data

@@ -24,7 +24,7 @@ import (
 func FuzzAPI(f *testing.F) {
 	store := memstore.New(memstore.Options{})
 	f.Cleanup(func() { store.Close() })
-	set, err := overrides.NewMemory(overrides.Options{Store: store})
+	set, err := overrides.NewClients(overrides.Options{Store: store})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func FuzzAPI(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	dset, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	dset, err := overrides.NewDescriptors(overrides.Options{Store: store})
 	if err != nil {
 		f.Fatal(err)
 	}

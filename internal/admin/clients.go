@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -23,37 +22,27 @@ type clientBody struct {
 	Anchor *string                     `json:"anchor"` // a billing anchor such as "15T09:00"; "" for none
 }
 
-func (a *api) listClients(w http.ResponseWriter, r *http.Request, _ State) {
-	reply(w, http.StatusOK, struct {
-		Clients []overrides.Entry `json:"clients"`
-	}{a.opts.Overrides.List()})
-}
-
-func (a *api) getClient(w http.ResponseWriter, r *http.Request, _ State) {
-	client := r.PathValue("client")
-	e, ok := a.opts.Overrides.Get(client)
-	if !ok {
-		problem.Write(w, http.StatusNotFound, fmt.Sprintf("client %q has no override", client))
-		return
+// clientRoutes are the routes over per-client overrides.
+func (a *api) clientRoutes() *overrideRoutes[overrides.Client] {
+	o := &overrideRoutes[overrides.Client]{a: a, root: "/admin/v1/clients", param: "client",
+		noun: "client", list: "clients", read: a.readClient, patch: true,
+		logged: func(e overrides.Client) []any {
+			return []any{"client", digest(e.Client), "tier", e.Tier, "rules", len(e.Limits), "anchor", e.Anchor, "until", e.Until}
+		}}
+	if a.opts.Overrides != nil {
+		o.set = &a.opts.Overrides.Set
 	}
-	reply(w, http.StatusOK, e)
+	return o
 }
 
-func (a *api) putClient(w http.ResponseWriter, r *http.Request, st State) {
-	a.setClient(w, r, st, false)
-}
-
-func (a *api) patchClient(w http.ResponseWriter, r *http.Request, st State) {
-	a.setClient(w, r, st, true)
-}
-
-func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch bool) {
-	client := r.PathValue("client")
+// readClient reads a PUT or PATCH on a client's override, and holds it to
+// the configuration in force.
+func (a *api) readClient(w http.ResponseWriter, r *http.Request, st State, client string, patch bool) (overrides.Client, func(overrides.Client) any, bool) {
 	var b clientBody
 	if !decode(w, r, &b) {
-		return
+		return overrides.Client{}, nil, false
 	}
-	e := overrides.Entry{Client: client}
+	e := overrides.Client{Client: client}
 	if patch {
 		if old, ok := a.opts.Overrides.Get(client); ok {
 			e = old
@@ -85,47 +74,37 @@ func (a *api) setClient(w http.ResponseWriter, r *http.Request, st State, patch 
 			t, err := time.Parse(time.RFC3339, *b.Until)
 			if err != nil {
 				problem.Write(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", *b.Until))
-				return
+				return overrides.Client{}, nil, false
 			}
 			e.Until = t
 		}
 	}
 	if code, msg := check(st.Limiter, &e); code != 0 {
 		problem.Write(w, code, msg)
-		return
+		return overrides.Client{}, nil, false
 	}
-	switch err := a.opts.Overrides.Put(r.Context(), e); {
-	case errors.Is(err, overrides.ErrInvalid):
-		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
-		return
-	case errors.Is(err, overrides.ErrFull):
-		problem.Write(w, http.StatusConflict, err.Error())
-		return
-	case err != nil:
-		problem.Write(w, http.StatusServiceUnavailable, err.Error())
-		return
+	answer := func(got overrides.Client) any {
+		var warning string
+		if b.Anchor != nil && got.Anchor != "" && !calendarQuotas(st.Limiter, got) {
+			warning = fmt.Sprintf("the anchor %s has no effect: no rule has a calendar quota (period day, week, month or year), nor has the client's own limits", got.Anchor)
+		}
+		return clientReply{got, warning}
 	}
-	a.log.Info("admin API: client override set", "client", digest(client), "tier", e.Tier, "rules", len(e.Limits), "anchor", e.Anchor, "until", e.Until)
-	got, _ := a.opts.Overrides.Get(client)
-	var warning string
-	if b.Anchor != nil && e.Anchor != "" && !calendarQuotas(st.Limiter, e) {
-		warning = fmt.Sprintf("the anchor %s has no effect: no rule has a calendar quota (period day, week, month or year), nor has the client's own limits", e.Anchor)
-	}
-	reply(w, http.StatusOK, clientReply{got, warning})
+	return e, answer, true
 }
 
 // clientReply is an override as PUT and PATCH answer it: with a warning
 // when a setting the request made has no effect (an anchor, on a
 // configuration without calendar quotas).
 type clientReply struct {
-	overrides.Entry
+	overrides.Client
 	Warning string `json:"warning,omitempty"`
 }
 
 // calendarQuotas reports whether a billing anchor can apply to e's client:
 // whether some rule (its default limit or a tier's) or e's own limits are
 // calendar quotas.
-func calendarQuotas(lim *httplimit.Limiter, e overrides.Entry) bool {
+func calendarQuotas(lim *httplimit.Limiter, e overrides.Client) bool {
 	for _, name := range lim.Rules() {
 		r, _ := lim.Rule(name)
 		if r.Limit.Calendar != nil {
@@ -164,7 +143,7 @@ func (a *api) deleteClient(w http.ResponseWriter, r *http.Request, _ State) {
 // identified (tiers.from), the tier must be one a rule knows, and every
 // rule must exist and take a limit. A limit without an algorithm gets its
 // rule's. It returns the status and detail of a problem, or 0.
-func check(lim *httplimit.Limiter, e *overrides.Entry) (int, string) {
+func check(lim *httplimit.Limiter, e *overrides.Client) (int, string) {
 	if lim.TierSource() == (httplimit.KeyPart{}) {
 		return http.StatusConflict, "overrides need tiers.from in the config file: the request attribute (such as header:X-API-Key) whose value identifies a client"
 	}

@@ -250,51 +250,41 @@ func (a *api) resetDescriptor(w http.ResponseWriter, r *http.Request, st State) 
 	reply(w, http.StatusOK, out)
 }
 
-func (a *api) listDescriptors(w http.ResponseWriter, r *http.Request, st State) {
-	if !a.service(w, st) {
-		return
+// descriptorRoutes are the routes over descriptor overrides.
+func (a *api) descriptorRoutes() *overrideRoutes[overrides.Descriptor] {
+	o := &overrideRoutes[overrides.Descriptor]{a: a, root: "/admin/v1/descriptors/overrides", param: "id", rest: true,
+		noun: "descriptor", list: "overrides", on: a.service, read: readDescriptor,
+		logged: func(d overrides.Descriptor) []any {
+			return []any{"domain", d.Domain, "descriptor", digest(d.ID), "limits", len(d.Limits), "until", d.Until}
+		}}
+	if a.opts.Descriptors != nil {
+		o.set = &a.opts.Descriptors.Set
 	}
-	reply(w, http.StatusOK, struct {
-		Overrides []overrides.Descriptor `json:"overrides"`
-	}{a.opts.Descriptors.List()})
+	return o
 }
 
-func (a *api) getDescriptor(w http.ResponseWriter, r *http.Request, st State) {
-	if !a.service(w, st) {
-		return
-	}
-	id := r.PathValue("id")
-	d, ok := a.opts.Descriptors.Get(id)
-	if !ok {
-		problem.Write(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
-		return
-	}
-	reply(w, http.StatusOK, d)
-}
-
-func (a *api) putDescriptor(w http.ResponseWriter, r *http.Request, st State) {
-	if !a.service(w, st) {
-		return
-	}
-	domain, entries, err := overrides.ParseDescriptorID(r.PathValue("id"))
+// readDescriptor reads a PUT on a descriptor's override, and holds it to
+// the rate-limit service in force.
+func readDescriptor(w http.ResponseWriter, r *http.Request, st State, id string, _ bool) (overrides.Descriptor, func(overrides.Descriptor) any, bool) {
+	domain, entries, err := overrides.ParseDescriptorID(id)
 	if err != nil {
 		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": ")+" (a descriptor's ID is its domain and entries, such as api/client=a, with % / and = in them escaped as %XX)")
-		return
+		return overrides.Descriptor{}, nil, false
 	}
 	if err := st.Service.CheckDescriptor(domain, entries); err != nil {
 		descriptorProblem(w, err)
-		return
+		return overrides.Descriptor{}, nil, false
 	}
 	var b descriptorOverrideBody
 	if !decode(w, r, &b) {
-		return
+		return overrides.Descriptor{}, nil, false
 	}
 	d := overrides.Descriptor{Domain: domain, Entries: entries, Limits: b.Limits}
 	if b.Until != "" {
 		t, err := time.Parse(time.RFC3339, b.Until)
 		if err != nil {
 			problem.Write(w, http.StatusBadRequest, fmt.Sprintf("until %q: want an RFC 3339 time such as 2026-12-31T00:00:00Z", b.Until))
-			return
+			return overrides.Descriptor{}, nil, false
 		}
 		d.Until = t
 	}
@@ -309,37 +299,5 @@ func (a *api) putDescriptor(w http.ResponseWriter, r *http.Request, st State) {
 			d.Limits[i].Algorithm = def
 		}
 	}
-	got, err := a.opts.Descriptors.Put(r.Context(), d)
-	switch {
-	case errors.Is(err, overrides.ErrInvalid):
-		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
-		return
-	case errors.Is(err, overrides.ErrFull):
-		problem.Write(w, http.StatusConflict, err.Error())
-		return
-	case err != nil:
-		problem.Write(w, http.StatusServiceUnavailable, err.Error())
-		return
-	}
-	a.log.Info("admin API: descriptor override set", "domain", domain, "descriptor", digest(got.ID), "limits", len(got.Limits), "until", got.Until)
-	reply(w, http.StatusOK, got)
-}
-
-func (a *api) deleteDescriptor(w http.ResponseWriter, r *http.Request, st State) {
-	if !a.service(w, st) {
-		return
-	}
-	id := r.PathValue("id")
-	ok, err := a.opts.Descriptors.Delete(r.Context(), id)
-	switch {
-	case errors.Is(err, overrides.ErrInvalid):
-		problem.Write(w, http.StatusBadRequest, strings.TrimPrefix(err.Error(), overrides.ErrInvalid.Error()+": "))
-	case err != nil:
-		problem.Write(w, http.StatusServiceUnavailable, err.Error())
-	case !ok:
-		problem.Write(w, http.StatusNotFound, fmt.Sprintf("descriptor %q has no override", id))
-	default:
-		a.log.Info("admin API: descriptor override removed", "descriptor", digest(id))
-		w.WriteHeader(http.StatusNoContent)
-	}
+	return d, nil, true
 }

@@ -34,11 +34,11 @@ func TestDescriptorPenalty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := overrides.NewMemory(overrides.Options{Store: store})
+	set, err := overrides.NewClients(overrides.Options{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dset, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	dset, err := overrides.NewDescriptors(overrides.Options{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestDescriptorCalendarShow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dset, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	dset, err := overrides.NewDescriptors(overrides.Options{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}

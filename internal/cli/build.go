@@ -52,10 +52,29 @@ func options(cfg *config.Config) (server.Options, error) {
 		Limiter:           lo,
 		LogLinesPerSecond: cfg.RejectionLogsPerSecond,
 		AdminAllowRemote:  cfg.Admin.AllowRemote,
+		AdminShowKeys:     cfg.Admin.ShowKeys,
+		AccessLog:         accessLogOptions(cfg.AccessLog),
+		Tracing:           tracingOptions(cfg.Tracing),
 		Service:           serviceOptions(cfg.Service),
 		ForwardAuth:       forwardAuthOptions(cfg.Server.ForwardAuth),
 		Identity:          id,
 	}, nil
+}
+
+// accessLogOptions maps log.access onto the gateway's options.
+func accessLogOptions(a *config.AccessLog) *server.AccessLogOptions {
+	if a == nil {
+		return nil
+	}
+	return &server.AccessLogOptions{Output: a.Output, LinesPerSecond: a.LinesPerSecond, MaxSize: a.MaxSize, MaxBackups: a.MaxBackups, RawKeys: a.RawKeys}
+}
+
+// tracingOptions maps the tracing section onto the gateway's options.
+func tracingOptions(t *config.Tracing) *server.TracingOptions {
+	if t == nil {
+		return nil
+	}
+	return &server.TracingOptions{Endpoint: t.Endpoint, SampleRatio: t.SampleRatio, ServiceName: t.ServiceName}
 }
 
 // serviceOptions maps the service section onto the gateway's options.

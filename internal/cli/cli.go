@@ -31,6 +31,8 @@ Usage:
   sluice key ...                 look at or reset a key, through the admin API
   sluice descriptor ...          look at, reset or override a descriptor of the
                                  rate-limit service, through the admin API
+  sluice top                     who is limited, live: each rule's rates and
+                                 its most limited clients, through the admin API
   sluice version                 print the version (also: sluice --version)
   sluice completion SHELL        print the completion script for bash, zsh or fish
   sluice help [COMMAND]          print this help, or COMMAND's
@@ -102,6 +104,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return replayCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "client", "key", "descriptor":
 		return adminCommand(ctx, args, stdout, stderr)
+	case "top":
+		return topCmd(ctx, args[1:], stdout, stderr)
 	case "version":
 		return versionCmd(args[1:], stdout, stderr)
 	case "completion":
@@ -109,7 +113,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "--version", "-version":
 		return versionCmd(nil, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if args[0] != "help" || len(args) == 1 || args[1] == "help" {
+		if args[0] != "help" || len(args) == 1 || slices.Contains([]string{"help", "-h", "-help", "--help"}, args[1]) {
 			fmt.Fprint(stdout, usage)
 			return 0
 		}
@@ -120,7 +124,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			return badUsage(stderr, "sluice help", "sluice", "want one COMMAND, got %s", strings.Join(args[1:], " "))
 		}
 		switch args[1] {
-		case "serve", "check-config", "replay", "version", "completion", "client", "key", "descriptor":
+		case "serve", "check-config", "replay", "version", "completion", "client", "key", "descriptor", "top":
 			return run(ctx, append(slices.Clone(args[1:]), "-h"), stdin, stdout, stderr, ready)
 		}
 		return badUsage(stderr, "sluice help", "sluice", "unknown command %q", args[1])

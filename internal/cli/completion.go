@@ -99,6 +99,8 @@ func commandTable() []cliCommand {
 		adminCommandSpec("client", "per-client overrides, through the admin API"),
 		adminCommandSpec("key", "look at or reset a key, through the admin API"),
 		adminCommandSpec("descriptor", "a descriptor of the rate-limit service, through the admin API"),
+		{name: "top", summary: "who is limited, live, through the admin API", flags: topFlagSet,
+			values: map[string][]string{"by": {"limited", "requests"}, "window": {"60", "3600"}}},
 		{name: "version", summary: "print the version"},
 		{name: "completion", summary: "print a shell's completion script", arg: argShell},
 		{name: "help", summary: "print the usage, or a command's", arg: argCommand},

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"regexp"
 	"slices"
@@ -18,7 +19,10 @@ func TestComplete(t *testing.T) {
 		want  []string
 		files bool
 	}{
-		{[]string{""}, []string{"serve", "check-config", "replay", "client", "key", "descriptor", "version", "completion", "help"}, false},
+		{[]string{""}, []string{"serve", "check-config", "replay", "client", "key", "descriptor", "top", "version", "completion", "help"}, false},
+		{[]string{"top", "--by", ""}, []string{"limited", "requests"}, false},
+		{[]string{"top", "--o"}, []string{"--once"}, false},
+		{[]string{"top", "--token-file", ""}, nil, true},
 		{[]string{"c"}, []string{"check-config", "client", "completion"}, false},
 		{[]string{"-"}, []string{"--version", "--help"}, false},
 		{[]string{"nope", ""}, nil, false},
@@ -131,6 +135,11 @@ func TestCommandTableMatchesTheCommands(t *testing.T) {
 					_, err = newLogger(io.Discard, "text", v)
 				case "format":
 					_, err = replay.ParseFormat(v)
+				case "by", "window":
+					var a topArgs
+					if err = a.flagSet().Parse([]string{"--" + name, v}); err == nil && a.check() != "" {
+						err = errors.New(a.check())
+					}
 				default:
 					t.Errorf("%s --%s: no check of its values", c.name, name)
 				}

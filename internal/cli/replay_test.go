@@ -47,7 +47,7 @@ func TestReplayCommand(t *testing.T) {
 	if code != 0 || errs != "" {
 		t.Fatalf("exit %d, stderr %q", code, errs)
 	}
-	for _, want := range []string{"Replayed 7 requests from 8 lines", "Limited (429): 1", "login limited 1 of 1 clients", "ip=203.0.113.7", "access.log.gz:7: not in the log format"} {
+	for _, want := range []string{"Replayed 7 requests from 8 lines", "Limited (429): 1", "login limited 1 of 1 clients", "ip=203.0.113.7/32", "access.log.gz:7: not in the log format"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the text report lacks %q:\n%s", want, out)
 		}
@@ -88,7 +88,7 @@ func TestReplayCommand(t *testing.T) {
 	}
 	login := rep.Rules[1]
 	if login.Rule != "login" || login.Matched != 6 || login.Admitted != 5 || login.Limited != 1 || login.Clients != 1 || login.ClientsLimited != 1 ||
-		len(login.Top) != 1 || login.Top[0].Key != "ip=203.0.113.7" || login.Top[0].Limited != 1 || login.Suggest == nil || login.Suggest.MaxClientsLimited != 0.01 {
+		len(login.Top) != 1 || login.Top[0].Key != "ip=203.0.113.7/32" || login.Top[0].Limited != 1 || login.Suggest == nil || login.Suggest.MaxClientsLimited != 0.01 {
 		t.Errorf("login: %+v", login)
 	}
 	if page, err := os.ReadFile(html); err != nil || !bytes.Contains(page, []byte(`<svg class="plot" data-rule="login"`)) {

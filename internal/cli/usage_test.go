@@ -35,6 +35,8 @@ func TestUsage(t *testing.T) {
 		{args: []string{"-h"}, help: "Sluice is a rate limiter for APIs"},
 		{args: []string{"--help"}, help: "Sluice is a rate limiter for APIs"},
 		{args: []string{"help", "help"}, help: "Sluice is a rate limiter for APIs"},
+		{args: []string{"help", "-h"}, help: "Sluice is a rate limiter for APIs"},
+		{args: []string{"help", "--help"}, help: "Sluice is a rate limiter for APIs"},
 		{args: []string{"serve", "-h"}, help: "Usage: sluice serve --config FILE"},
 		{args: []string{"serve", "--help"}, help: "Usage: sluice serve --config FILE"},
 		{args: []string{"serve", "--config", "x.yaml", "-h"}, help: "Usage: sluice serve --config FILE"},

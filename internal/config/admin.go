@@ -22,27 +22,34 @@ type Admin struct {
 	// AllowRemote lets the API run on an admin listener that is not bound
 	// to a loopback address. Default false.
 	AllowRemote bool
+	// ShowKeys shows keys as they are in the admin API's top and
+	// dashboard even when store.redis.hash_keys hashes them. Default
+	// false.
+	ShowKeys bool
 }
 
 // MinTokenLen is the shortest admin token accepted, in bytes.
 const MinTokenLen = 16
 
 // adminFields are the fields of admin.
-var adminFields = []string{"api", "token_file", "allow_remote"}
+var adminFields = []string{"api", "token_file", "allow_remote", "show_keys"}
 
 func (d *decoder) admin(n *yaml.Node, a *Admin) {
 	d.fields(n, "admin", adminFields, func(key string, v *yaml.Node) {
 		p := "admin." + key
 		switch key {
-		case "api", "allow_remote":
+		case "api", "allow_remote", "show_keys":
 			b, ok := d.boolean(v, p)
 			if !ok {
 				return
 			}
-			if key == "api" {
+			switch key {
+			case "api":
 				a.API = b
-			} else {
+			case "allow_remote":
 				a.AllowRemote = b
+			default:
+				a.ShowKeys = b
 			}
 		case "token_file":
 			if s, ok := d.str(v, p); ok {

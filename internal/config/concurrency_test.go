@@ -108,3 +108,32 @@ func FuzzConcurrencyRule(f *testing.F) {
 		}
 	})
 }
+
+// A concurrency rule without a rate has no limit for the Redis store to
+// check: it runs on Redis as on the memory store.
+func TestConcurrencyRuleOnRedis(t *testing.T) {
+	c, err := config.Parse([]byte(`upstream: builtin:echo
+store:
+  backend: redis
+  redis: { url: "redis://127.0.0.1:6379/0" }
+rules:
+  - { name: exports, match: { path: /export/* }, key: [global], concurrency: 3, lease: 30s }
+  - { name: api, key: [ip], algorithm: gcra, limit: 5, period: 1500ns }
+`), "c.yaml")
+	if err == nil || !strings.Contains(err.Error(), "rules[1].period") || strings.Contains(err.Error(), "rules[0]") {
+		t.Fatalf("got %v, want only rules[1].period's problem (whole microseconds)", err)
+	}
+	c, err = config.Parse([]byte(`upstream: builtin:echo
+store:
+  backend: redis
+  redis: { url: "redis://127.0.0.1:6379/0" }
+rules:
+  - { name: exports, match: { path: /export/* }, key: [global], concurrency: 3, lease: 30s }
+`), "c.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Limiter.Rules[0]; r.Concurrency == nil || r.Concurrency.Limit != 3 {
+		t.Errorf("concurrency: got %+v, want limit 3", r.Concurrency)
+	}
+}

@@ -44,6 +44,12 @@ type Config struct {
 	// RejectionLogsPerSecond bounds the WARN lines for rejections
 	// (log.rejections_per_second, default 10).
 	RejectionLogsPerSecond int64
+	// AccessLog is log.access; nil when the file has none (the access log
+	// is off).
+	AccessLog *AccessLog
+	// Tracing is the tracing section; nil when the file has none (no
+	// traces).
+	Tracing *Tracing
 	// Admin configures the admin API.
 	Admin Admin
 	// Service is the rate-limit service for Envoy; nil when the file has
@@ -104,6 +110,9 @@ func ParseFile(data []byte, path string) (*Config, error) {
 		}
 		c.Store.Redis.HashSecret = secret
 	}
+	if a := c.AccessLog; a != nil && a.Output != "stdout" {
+		a.Output = relative(path, a.Output)
+	}
 	if err := loadLists(c, path); err != nil {
 		return nil, err
 	}
@@ -138,10 +147,76 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity", "tracing"}
 
 // logFields are the fields of log.
-var logFields = []string{"rejections_per_second"}
+var logFields = []string{"rejections_per_second", "access"}
+
+// accessFields are the fields of log.access.
+var accessFields = []string{"output", "lines_per_second", "max_size", "max_backups", "keys"}
+
+// AccessLog is log.access: one JSON line per decision.
+type AccessLog struct {
+	// Output is "stdout" or a file's path (relative to the config file's
+	// directory). Required.
+	Output string
+	// LinesPerSecond bounds the lines written. Default 1000.
+	LinesPerSecond int64
+	// MaxSize rotates the file past this many bytes; 0 only on SIGHUP.
+	MaxSize int64
+	// MaxBackups is how many rotated files are kept. Default 5.
+	MaxBackups int
+	// RawKeys logs keys as they are (keys: raw); by default, hashed.
+	RawKeys bool
+}
+
+func (d *decoder) accessLog(n *yaml.Node) *AccessLog {
+	a := &AccessLog{LinesPerSecond: 1000, MaxBackups: 5}
+	seen := false
+	d.fields(n, "log.access", accessFields, func(k string, v *yaml.Node) {
+		p := "log.access." + k
+		switch k {
+		case "output":
+			if s, ok := d.str(v, p); ok {
+				if s == "" {
+					d.add(v, p, "want stdout or the path of a file")
+					return
+				}
+				a.Output, seen = s, true
+			}
+		case "lines_per_second":
+			if x, ok := d.integer(v, p, 1, 1_000_000); ok {
+				a.LinesPerSecond = x
+			}
+		case "max_size":
+			if x, ok := d.integer(v, p, 0, 1<<40); ok {
+				if x > 0 && x < 4096 {
+					d.add(v, p, "want 0 (rotate only on SIGHUP) or at least 4096 bytes")
+					return
+				}
+				a.MaxSize = x
+			}
+		case "max_backups":
+			if x, ok := d.integer(v, p, 1, 1000); ok {
+				a.MaxBackups = int(x)
+			}
+		case "keys":
+			if s, ok := d.str(v, p); ok {
+				switch s {
+				case "hash":
+				case "raw":
+					a.RawKeys = true
+				default:
+					d.add(v, p, "%q: want hash or raw", s)
+				}
+			}
+		}
+	})
+	if !seen {
+		d.add(n, "log.access.output", "want stdout or the path of a file: the access log needs an output")
+	}
+	return a
+}
 
 func (d *decoder) config(root *yaml.Node) *Config {
 	c := &Config{
@@ -187,11 +262,17 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.admin(v, &c.Admin)
 		case "identity":
 			d.identity(v, c)
+		case "tracing":
+			c.Tracing = d.tracing(v)
 		case "service":
 			c.Service = &Service{}
 			d.service(v, c.Service)
 		case "log":
 			d.fields(v, key, logFields, func(k string, v *yaml.Node) {
+				if k == "access" {
+					c.AccessLog = d.accessLog(v)
+					return
+				}
 				if n, ok := d.integer(v, "log."+k, 0, 1_000_000); ok {
 					c.RejectionLogsPerSecond = n
 					if n == 0 {
@@ -293,7 +374,9 @@ func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) 
 	defer func() { d.storeCheck = nil }()
 	nodes := resolve(rulesNode).Content
 	for i, r := range rules {
-		if r.Action == httplimit.Exempt || i >= len(nodes) {
+		// An exempt rule has no limit, nor has a concurrency rule without
+		// a rate: nothing for the store to run but slots.
+		if r.Action == httplimit.Exempt || i >= len(nodes) || (r.Concurrency != nil && r.Limit == (sluice.Limit{})) {
 			continue
 		}
 		path := fmt.Sprintf("rules[%d]", i)

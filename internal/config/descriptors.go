@@ -121,22 +121,38 @@ func ParseDescriptors(data []byte, name string) (descriptor.Domain, error) {
 	return f.domain, nil
 }
 
-// DescriptorFiles lists the configuration files under dir, sorted: every
-// file in dir and its subdirectories, whatever its name ends in, as
-// envoyproxy/ratelimit reads every file of its runtime directory's tree.
-// Names starting with a dot are skipped, files and directories alike (as
-// envoyproxy/ratelimit does with RUNTIME_IGNOREDOTFILES), so that editors'
-// swap files and the "..data" directories of a Kubernetes ConfigMap volume
-// are not read; symbolic links to files are followed, to directories not.
+// DescriptorFiles lists the configuration files under dir, sorted (dir
+// itself if it is a file): every file in dir and its subdirectories,
+// whatever its name ends in, as envoyproxy/ratelimit reads every file of
+// its runtime directory's tree. Names starting with a dot are skipped,
+// files and directories alike (as envoyproxy/ratelimit does with
+// RUNTIME_IGNOREDOTFILES), so that editors' swap files and the "..data"
+// directories of a Kubernetes ConfigMap volume are not read; symbolic
+// links to files are followed, to directories not, unless dir itself is
+// one (a ConfigMap volume shows a subdirectory of its items as a link into
+// ..data): the files are then named through dir, so that they are read
+// from the volume's current data after the kubelet swaps it.
 func DescriptorFiles(dir string) ([]string, error) {
+	fi, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("config: %w", err)
+	case fi.Mode().IsRegular():
+		return []string{dir}, nil // a file given where a directory may be
+	case !fi.IsDir():
+		return nil, nil
+	}
 	var out []string
-	err := filepath.WalkDir(dir, func(p string, de fs.DirEntry, err error) error {
+	// os.DirFS opens dir through any link; the entries below it are
+	// reported as they are, links included.
+	err = fs.WalkDir(os.DirFS(dir), ".", func(rel string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if p != dir && strings.HasPrefix(de.Name(), ".") {
+		p := filepath.Join(dir, filepath.FromSlash(rel))
+		if rel != "." && strings.HasPrefix(de.Name(), ".") {
 			if de.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		}
@@ -158,7 +174,7 @@ func DescriptorFiles(dir string) ([]string, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+		return nil, fmt.Errorf("config: %s: %w", dir, err)
 	}
 	return out, nil
 }

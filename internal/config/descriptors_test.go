@@ -542,3 +542,67 @@ descriptors:
 		t.Errorf("weekly: %v, want sliding_window", l.Algorithm)
 	}
 }
+
+// TestDescriptorsDirectoryLink: a ConfigMap volume whose items put the
+// descriptor files in a subdirectory (path: ratelimit/api.yaml) shows that
+// subdirectory as a symbolic link, ratelimit -> ..data/ratelimit, and
+// ..data as a link the kubelet points at a new directory on every update.
+// The directory named by the config is walked through its link, and the
+// files are named through it, so that a reader after the swap gets the new
+// content rather than a path into the deleted old directory.
+func TestDescriptorsDirectoryLink(t *testing.T) {
+	dir := t.TempDir()
+	write := func(gen, limit string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, gen, "ratelimit"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		text := "domain: api\ndescriptors:\n  - key: client\n    rate_limit: { unit: hour, requests_per_unit: " + limit + " }\n"
+		if err := os.WriteFile(filepath.Join(dir, gen, "ratelimit", "api.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("..2026_01_01", "5")
+	if err := os.Symlink("..2026_01_01", filepath.Join(dir, "..data")); err != nil {
+		t.Skip("no symbolic links:", err)
+	}
+	link := filepath.Join(dir, "ratelimit")
+	if err := os.Symlink(filepath.Join("..data", "ratelimit"), link); err != nil {
+		t.Fatal(err)
+	}
+	files, err := DescriptorFiles(link)
+	if want := []string{filepath.Join(link, "api.yaml")}; err != nil || !slices.Equal(files, want) {
+		t.Fatalf("got %v, %v; want %v", files, err, want)
+	}
+	limit := func() int64 {
+		t.Helper()
+		set, err := LoadDescriptors(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := set.Match("api", entries("client", "acme"))
+		if m.Rule == nil || len(m.Rule.Displays) != 1 {
+			t.Fatalf("got rule %+v, want one with one limit", m.Rule)
+		}
+		return m.Rule.Displays[0].Count
+	}
+	if got := limit(); got != 5 {
+		t.Fatalf("got limit %d, want 5", got)
+	}
+
+	// The kubelet's update: a new directory, a new ..data renamed over the
+	// old one, the old directory removed.
+	write("..2026_01_02", "7")
+	if err := os.Symlink("..2026_01_02", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "..2026_01_01")); err != nil {
+		t.Fatal(err)
+	}
+	if got := limit(); got != 7 {
+		t.Fatalf("after the swap: got limit %d, want 7", got)
+	}
+}

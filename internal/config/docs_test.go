@@ -29,6 +29,8 @@ var docSections = []docSection{
 	{"clientIPFields", "client_ip.", clientIPFields},
 	{"tiersFields", "tiers.", tiersFields},
 	{"logFields", "log.", logFields},
+	{"accessFields", "log.access.", accessFields},
+	{"tracingFields", "tracing.", tracingFields},
 	{"ruleFields", "rules[].", ruleFields},
 	{"matchFields", "rules[].match.", matchFields},
 	{"countFields", "rules[].count.", countFields},

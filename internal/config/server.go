@@ -62,7 +62,9 @@ func (d *decoder) server(n *yaml.Node, s *Server, lo *httplimit.Options) {
 				s.Admin = a
 			}
 		case "shutdown_timeout":
-			if t, ok := d.duration(v, p, 0, time.Hour); ok {
+			// 0 would cut every request in flight off at once: refused,
+			// where the server would have read it as the default.
+			if t, ok := d.duration(v, p, time.Millisecond, time.Hour); ok {
 				s.ShutdownTimeout = t
 			}
 		case "shutdown_delay":

@@ -75,6 +75,9 @@ func TestShutdownDelay(t *testing.T) {
 		{"server: {shutdown_delay: 0s}\n", 0, ""},
 		{"server: {shutdown_delay: 2h}\n", 0, "r.yaml:1:26: server.shutdown_delay: want a duration from 0s to 1h0m0s"},
 		{"server: {shutdown_delay: -1s}\n", 0, "r.yaml:1:26: server.shutdown_delay: want a duration from 0s to 1h0m0s"},
+		// A shutdown timeout of 0 would cut every request off: refused,
+		// where the server read it as the default 10s.
+		{"server: {shutdown_timeout: 0s}\n", 0, "r.yaml:1:28: server.shutdown_timeout: want a duration from 1ms to 1h0m0s"},
 	} {
 		c, err := config.Parse([]byte(tc.line+"upstream: builtin:echo\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s}]\n"), "r.yaml")
 		switch {

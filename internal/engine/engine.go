@@ -154,6 +154,8 @@ type Options struct {
 	// check is Error with ErrFailedClosed, the verdict Unavailable): for
 	// a protocol that answers both alike, as the Envoy service's does.
 	DegradedDenials bool
+	// Tracer, if set, traces each decision and its store calls.
+	Tracer Tracer
 }
 
 // Engine decides requests' checks on one store. It is safe for concurrent
@@ -240,8 +242,12 @@ func (c *Call) Described() []int { return c.shown }
 // On a refused request, the checks that neither refused it nor failed are
 // Skipped, but with Options.Report the Probe, ShadowProbe and Shadow
 // checks, whose status is then told (Allowed or ShadowLimited).
-func (e *Engine) Decide(ctx context.Context, c *Call) (Verdict, error) {
-	v, err := e.decide(ctx, c)
+func (e *Engine) Decide(ctx context.Context, c *Call) (v Verdict, err error) {
+	if ctx2, end := e.traceDecision(ctx, c); end != nil {
+		ctx = ctx2
+		defer func() { end(v, err) }()
+	}
+	v, err = e.decide(ctx, c)
 	switch {
 	case err != nil:
 		return v, err
@@ -305,7 +311,10 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		if !r.Never || ch.Policy == nil {
 			continue
 		}
-		if d, err := e.store.Peek(ctx, ch.Policy, ch.Key); err == nil && !d.Degraded {
+		sctx, sp := e.storeSpan(ctx, spanPeek, ch.Name)
+		d, err := e.store.Peek(sctx, ch.Policy, ch.Key)
+		end(sp, err)
+		if err == nil && !d.Degraded {
 			d.Allowed = false
 			r.Decision = d
 		}
@@ -346,7 +355,9 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 			}
 			continue
 		}
-		d, err := e.store.Reserve(ctx, ch.Policy, ch.Key, ch.Cost, min(max(ch.MaxDelay, 0), sluice.MaxWait))
+		sctx, sp := e.storeSpan(ctx, spanReserve, ch.Name)
+		d, err := e.store.Reserve(sctx, ch.Policy, ch.Key, ch.Cost, min(max(ch.MaxDelay, 0), sluice.MaxWait))
+		end(sp, err)
 		if err != nil {
 			if err := e.fail(c, i, err); err != nil {
 				return v, err
@@ -370,7 +381,9 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		}
 		c.outs = c.outs[:len(c.reqs)]
 		clear(c.outs)
-		ok, err := sluice.TakeAll(ctx, e.store, c.reqs, c.outs)
+		sctx, sp := e.storeSpan(ctx, spanTakeAll, c.batchName())
+		ok, err := sluice.TakeAll(sctx, e.store, c.reqs, c.outs)
+		end(sp, err)
 		switch {
 		case err != nil && e.opts.StopOnError:
 			return v, err
@@ -426,7 +439,9 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		)
 		switch {
 		case v == Admitted && ch.Mode == Shadow:
-			d, err = e.store.Take(ctx, ch.Policy, ch.Key, ch.Cost)
+			sctx, sp := e.storeSpan(ctx, spanTake, ch.Name)
+			d, err = e.store.Take(sctx, ch.Policy, ch.Key, ch.Cost)
+			end(sp, err)
 		case v == Admitted && ch.Mode == ShadowProbe,
 			v != Admitted && e.opts.Report && ch.Mode != Delay && ch.Mode != Probe && r.Decision.Time.IsZero():
 			d, err = e.look(ctx, ch)
@@ -466,7 +481,9 @@ func sameState(p, q *sluice.Policy) bool {
 // the take be admitted after all (a unit freed meanwhile), the check stays
 // refused.
 func (e *Engine) look(ctx context.Context, ch *Check) (sluice.Decision, error) {
-	d, err := e.store.Peek(ctx, ch.Policy, ch.Key)
+	sctx, sp := e.storeSpan(ctx, spanPeek, ch.Name)
+	d, err := e.store.Peek(sctx, ch.Policy, ch.Key)
+	end(sp, err)
 	if err != nil {
 		return d, err
 	}
@@ -474,7 +491,10 @@ func (e *Engine) look(ctx context.Context, ch *Check) (sluice.Decision, error) {
 		d.Allowed = false
 	}
 	if !d.Allowed && !d.Degraded && ch.Mode == Probe && storekit.Of(ch.Policy).Penalty() != nil {
-		if t, terr := e.store.Take(ctx, ch.Policy, ch.Key, 1); terr == nil && !t.Allowed {
+		sctx, sp := e.storeSpan(ctx, spanTake, ch.Name)
+		t, terr := e.store.Take(sctx, ch.Policy, ch.Key, 1)
+		end(sp, terr)
+		if terr == nil && !t.Allowed {
 			d = t
 		}
 	}
@@ -501,9 +521,21 @@ func (e *Engine) Cancel(ctx context.Context, c *Call) {
 			continue
 		}
 		// The quota is lost at worst; the request is not served either way.
-		_ = e.store.Cancel(ctx, ch.Policy, ch.Key, ch.Cost, r.Decision.Time.Add(r.Decision.Delay))
+		sctx, sp := e.storeSpan(ctx, spanCancel, ch.Name)
+		err := e.store.Cancel(sctx, ch.Policy, ch.Key, ch.Cost, r.Decision.Time.Add(r.Decision.Delay))
+		end(sp, err)
 		r.Decision.Allowed = false
 	}
+}
+
+// batchName names the batch's first check, for its span.
+func (c *Call) batchName() string {
+	for i, j := range c.idx {
+		if j >= 0 {
+			return c.Checks[i].Name
+		}
+	}
+	return ""
 }
 
 // MaxDelay returns the longest wait among the call's Delay checks.

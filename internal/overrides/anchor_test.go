@@ -11,7 +11,7 @@ import (
 // may be calendar quotas in a zone; bad anchors, periods and zones are
 // ErrInvalid.
 func TestAnchorAndCalendarLimits(t *testing.T) {
-	e := overrides.Entry{Client: "k", Anchor: "15T09:00",
+	e := overrides.Client{Client: "k", Anchor: "15T09:00",
 		Limits: map[string]overrides.Limit{"api": {Algorithm: "fixed_window", Limit: 100, Period: "month", Timezone: "Europe/Berlin"}}}
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
@@ -26,10 +26,10 @@ func TestAnchorAndCalendarLimits(t *testing.T) {
 	if got := o.Limits["api"].String(); got != "fixed_window 100/month zone=Europe/Berlin" {
 		t.Errorf("limit: got %q", got)
 	}
-	if err := (overrides.Entry{Client: "k", Anchor: "09:00"}).Validate(); err != nil {
+	if err := (overrides.Client{Client: "k", Anchor: "09:00"}).Validate(); err != nil {
 		t.Errorf("an anchor alone: %v", err)
 	}
-	for _, bad := range []overrides.Entry{
+	for _, bad := range []overrides.Client{
 		{Client: "k", Anchor: "32"},
 		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 1, Period: "month"}}},
 		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "fixed_window", Limit: 1, Period: "month", Timezone: "Mars/Olympus"}}},

@@ -78,7 +78,7 @@ func TestDescriptorSet(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	now := &fakeNow{t: t0}
-	s, err := overrides.NewDescriptorMemory(overrides.Options{Store: store, Now: now.Now})
+	s, err := overrides.NewDescriptors(overrides.Options{Store: store, Now: now.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestDescriptorSet(t *testing.T) {
 func TestDescriptorOverrideAllocs(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	s, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	s, err := overrides.NewDescriptors(overrides.Options{Store: store})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +200,7 @@ func TestDescriptorOverrideAllocs(t *testing.T) {
 func BenchmarkDescriptorOverride(b *testing.B) {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	s, _ := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+	s, _ := overrides.NewDescriptors(overrides.Options{Store: store})
 	es := entries("client", "someone")
 	b.Run("none", func(b *testing.B) {
 		b.ReportAllocs()
@@ -216,19 +216,40 @@ func BenchmarkDescriptorOverride(b *testing.B) {
 			s.Override("api", es)
 		}
 	})
+	for i := range 1000 {
+		if _, err := s.Put(context.Background(), overrides.Descriptor{Domain: "api", Entries: entries("client", "key-"+strconv.Itoa(i), "path", "/v1/things"),
+			Limits: []overrides.Limit{{Algorithm: "gcra", Limit: 1, Period: "1m"}}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("many", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Override("api", es)
+		}
+	})
+	own := entries("client", "key-500", "path", "/v1/things")
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := s.Override("api", own); !ok {
+				b.Fatal("no override of key-500")
+			}
+		}
+	})
 }
 
 func TestRedisDescriptorSetsSeeEachOthersChanges(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	sets := make([]*overrides.DescriptorSet, 2)
+	sets := make([]*overrides.Descriptors, 2)
 	for i := range sets {
 		store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		s, err := overrides.NewDescriptorRedis(overrides.Options{Store: store, Poll: 20 * time.Millisecond}, store.Client, "sluice")
+		s, err := overrides.NewDescriptors(overrides.Options{Store: store, Poll: 20 * time.Millisecond, Redis: store.Client, Prefix: "sluice"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +262,8 @@ func TestRedisDescriptorSetsSeeEachOthersChanges(t *testing.T) {
 	// The client overrides of the same Redis are another hash.
 	store, _ := redisstore.New(redisstore.Options{URL: srv.URL()})
 	defer store.Close()
-	clients, _ := overrides.NewRedis(overrides.Options{Store: store}, store.Client, "sluice")
-	if err := clients.Put(ctx, overrides.Entry{Client: "api/client=a", Tier: "premium"}); err != nil {
+	clients, _ := overrides.NewClients(overrides.Options{Store: store, Redis: store.Client, Prefix: "sluice"})
+	if _, err := clients.Put(ctx, overrides.Client{Client: "api/client=a", Tier: "premium"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := sets[0].Put(ctx, overrides.Descriptor{Domain: "api", Entries: entries("client", "a b"),
@@ -298,7 +319,7 @@ func BenchmarkServiceDecide(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			store := memstore.New(memstore.Options{})
 			defer store.Close()
-			set, err := overrides.NewDescriptorMemory(overrides.Options{Store: store})
+			set, err := overrides.NewDescriptors(overrides.Options{Store: store})
 			if err != nil {
 				b.Fatal(err)
 			}

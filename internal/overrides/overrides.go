@@ -1,12 +1,19 @@
-// Package overrides keeps the gateway's per-client overrides: a client (a
-// value of tiers.from, such as an API key) put in another tier, or given
-// limits of its own for named rules, optionally until a time. They live in
-// the gateway's store, beside the counters: in the process with the memory
-// store, in Redis with the Redis store, where every gateway on that Redis
-// sees a change within its poll interval. They outlive reloads of the
+// Package overrides keeps the overrides an operator sets through the admin
+// API, of two kinds: per-client overrides for the gateway (a Client, a
+// value of tiers.from such as an API key, put in another tier or given
+// limits of its own for named rules) and descriptor overrides for the
+// rate-limit service (a Descriptor, one descriptor of a domain given
+// limits of its own), each optionally until a time. They live in the store
+// the limits are decided on, beside the counters: in the process with the
+// memory store, in Redis with the Redis store, where every process on that
+// Redis sees a change within its poll interval. They outlive reloads of the
 // config file.
 //
-// A Set implements httplimit.Overrides. It is safe for concurrent use.
+// Both kinds are kept by one mechanism, a Set of the kind's entries, which
+// stores, reads, polls, bounds and ends them. Clients and Descriptors are
+// the Sets of each kind, with the lookup their consumer makes on the
+// request path: httplimit.Overrides and rls.Overrides. All are safe for
+// concurrent use.
 package overrides
 
 import (
@@ -21,161 +28,49 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
+
+	"github.com/redis/rueidis"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/calendar"
-	"github.com/sluicehq/sluice/httplimit"
 )
 
 // Bounds on what a Set holds.
 const (
-	MaxClientLen = 512    // bytes in a client value
-	MaxRules     = 64     // rules with limits of their own, per client
-	MaxEntries   = 100000 // clients with an override
+	MaxClientLen       = 512      // bytes in a client value
+	MaxRules           = 64       // rules with limits of their own, per client
+	MaxDescriptorIDLen = 16 << 10 // bytes in a descriptor's ID
+	MaxEntries         = 100000   // entries of one kind
 )
 
 // Errors. Match them with errors.Is.
 var (
 	// ErrInvalid reports an entry that can never work; the message says why.
 	ErrInvalid = errors.New("overrides: invalid override")
-	// ErrFull reports a Set that already holds MaxEntries clients.
+	// ErrFull reports a Set that already holds MaxEntries entries.
 	ErrFull = errors.New("overrides: too many overrides")
+	// ErrNotConnected reports a Redis client that is not connected yet.
+	ErrNotConnected = errors.New("overrides: not connected to Redis yet")
 )
-
-// Limit is a client's own limit for one rule, in the config file's terms.
-type Limit struct {
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit"`
-	// Period is a duration such as "1m", or a calendar period: "day",
-	// "week", "month" or "year" (a quota renewed at the client's Anchor).
-	Period string `json:"period"`
-	Burst  int64  `json:"burst,omitempty"`
-	// Timezone is the IANA zone of a calendar period; default UTC.
-	Timezone string `json:"timezone,omitempty"`
-}
-
-// Entry is one client's override.
-type Entry struct {
-	Client string `json:"client"`
-	// Tier, if not empty, is the client's tier.
-	Tier string `json:"tier,omitempty"`
-	// Limits are the client's own limits, by rule name.
-	Limits map[string]Limit `json:"limits,omitempty"`
-	// Until, if not zero, is when the override ends.
-	Until time.Time `json:"until,omitzero"`
-	// Anchor, if not empty, is the client's billing anchor, such as
-	// "15T09:00" (see calendar.ParseAnchor): the calendar quotas that
-	// decide its requests start their periods there.
-	Anchor string `json:"anchor,omitempty"`
-}
-
-// Override converts e for httplimit, validating it.
-func (e Entry) Override() (httplimit.Override, error) {
-	o := httplimit.Override{Tier: e.Tier}
-	if e.Anchor != "" {
-		a, err := calendar.ParseAnchor(e.Anchor)
-		if err != nil {
-			return o, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		o.Anchor = &a
-	}
-	if len(e.Limits) > MaxRules {
-		return o, fmt.Errorf("%w: %d rules with limits of their own, at most %d", ErrInvalid, len(e.Limits), MaxRules)
-	}
-	if len(e.Limits) > 0 {
-		o.Limits = make(map[string]sluice.Limit, len(e.Limits))
-	}
-	for rule, l := range e.Limits {
-		lim, err := l.limit()
-		if err != nil {
-			return o, fmt.Errorf("%w: rule %q: %w", ErrInvalid, rule, err)
-		}
-		o.Limits[rule] = lim
-	}
-	return o, nil
-}
-
-func (l Limit) limit() (sluice.Limit, error) {
-	a, err := sluice.ParseAlgorithm(l.Algorithm)
-	if err != nil {
-		return sluice.Limit{}, err
-	}
-	if u, err := calendar.ParseUnit(l.Period); err == nil {
-		z, err := calendar.LoadZone(l.Timezone)
-		if err != nil {
-			return sluice.Limit{}, err
-		}
-		c, err := calendar.New(calendar.Spec{Unit: u, Zone: z})
-		if err != nil {
-			return sluice.Limit{}, err
-		}
-		lim := sluice.Limit{Algorithm: a, Count: l.Limit, Burst: l.Burst, Calendar: c}
-		return lim, lim.Validate()
-	}
-	if l.Timezone != "" {
-		return sluice.Limit{}, fmt.Errorf("timezone %q: applies only to a period of day, week, month or year", l.Timezone)
-	}
-	p, err := time.ParseDuration(l.Period)
-	if err != nil {
-		return sluice.Limit{}, fmt.Errorf("period %q: want a duration such as 1m or 1h, or day, week, month or year", l.Period)
-	}
-	lim := sluice.Limit{Algorithm: a, Count: l.Limit, Period: p, Burst: l.Burst}
-	return lim, lim.Validate()
-}
-
-// Validate checks e on its own (Set.Put also checks that Until is ahead
-// of now).
-func (e Entry) Validate() error {
-	switch {
-	case e.Client == "" || len(e.Client) > MaxClientLen:
-		return fmt.Errorf("%w: the client must be 1 to %d bytes", ErrInvalid, MaxClientLen)
-	case !utf8.ValidString(e.Client) || strings.ContainsFunc(e.Client, func(r rune) bool { return r < 0x20 || r == 0x7f }):
-		return fmt.Errorf("%w: the client must be UTF-8 without control characters", ErrInvalid)
-	case e.Tier == "" && len(e.Limits) == 0 && e.Anchor == "":
-		return fmt.Errorf("%w: give a tier, limits or an anchor", ErrInvalid)
-	}
-	_, err := e.Override()
-	return err
-}
-
-// backend stores entries, encoded, with a version that changes with every
-// change.
-type backend interface {
-	version(ctx context.Context) (int64, error)
-	load(ctx context.Context) (map[string][]byte, int64, error)
-	put(ctx context.Context, client string, data []byte) error
-	del(ctx context.Context, client string) (bool, error)
-	// prune removes client's entry if it is still data (so that an
-	// override put again meanwhile stays), and reports whether it did.
-	prune(ctx context.Context, client string, data []byte) (bool, error)
-}
-
-// pruneEnded removes from be the stored entries of the items that ended
-// reports ended, by their key and the data they were loaded from:
-// overrides whose until has passed no longer apply, and would otherwise
-// stay in the store for good. The first Set to see one ended removes it
-// (unless it was put again meanwhile), and every Set reloads.
-func pruneEnded[T any](ctx context.Context, be backend, items map[string]T, ended func(T) (key string, data []byte, ok bool)) error {
-	for _, it := range items {
-		if k, data, ok := ended(it); ok {
-			if _, err := be.prune(ctx, k, data); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
 
 // Options configure a Set.
 type Options struct {
-	// Store is the store the gateway decides on; clients' own limits are
-	// kept in it. Required.
+	// Store is the store the limits are decided on; the entries' own
+	// limits are kept in it. Required.
 	Store sluice.Store
+	// Redis, if set, returns the Redis client of the store (nil while
+	// there is none yet): the Set is kept in Redis, shared by every
+	// process on it, and Run polls it. Default nil: the Set is kept in the
+	// process.
+	Redis func() rueidis.Client
+	// Prefix starts the names of the Set's keys in Redis (the store's
+	// prefix): clients' overrides are the hash "<Prefix>:{overrides}" and
+	// descriptors' "<Prefix>:{overrides}:descriptors", each beside a
+	// version counter named as the hash plus ":version". Default "sluice".
+	Prefix string
 	// Now tells the time, for Until. Default time.Now.
 	Now func() time.Time
 	// Poll is how often a Set on Redis asks Redis whether the overrides
-	// changed (one GET), with ±25% jitter so that gateways started
+	// changed (one GET), with ±25% jitter so that processes started
 	// together do not ask together. Default 500ms.
 	Poll time.Duration
 	// Timeout bounds how long a Refresh (each of Run's polls among them)
@@ -195,34 +90,66 @@ type Options struct {
 	OnRefresh func(error)
 }
 
-// Set is the overrides of one store. Build one with NewMemory or NewRedis.
-type Set struct {
+// Entry is one kind of override, as a Set holds it: an entry names,
+// checks and compiles itself for its consumer. Client and Descriptor are
+// the kinds.
+type Entry[E any] interface {
+	// compile checks the entry on its own and returns it ready for its
+	// consumer on store: with its ID, and the form the request path's
+	// lookup returns. Errors wrap ErrInvalid.
+	compile(store sluice.Store) (E, error)
+	// id returns the ID a compiled entry is stored under, which the admin
+	// API's routes name it by.
+	id() string
+	// key returns the key the request path's lookup finds the entry by.
+	key() string
+	// ends returns when the override ends; zero for never.
+	ends() time.Time
+}
+
+// kind is what tells the kinds of a Set apart, beyond their entries.
+type kind struct {
+	noun string // what an entry is the override of, in messages
+	hash string // the name of the Redis hash, after "<Prefix>:{overrides}"
+	// parse returns the ID under which the entry that id names is
+	// stored, and its key; nil when both are id itself. Errors wrap
+	// ErrInvalid.
+	parse func(id string) (stored, key string, err error)
+}
+
+// Set is the entries of one kind of override in one store, by ID. Build
+// one through its kind: NewClients or NewDescriptors.
+//
+// Lookups (Get, and the request path's lookup of each kind) read the
+// entries last read from the store: an atomic load and a map lookup; List
+// and Len go through them all. Changes (Put, Delete) go to the store and
+// are read back at once; Refresh, and Run on Redis, read the changes other
+// processes made.
+type Set[E Entry[E]] struct {
 	opts Options
+	kind kind
 	be   backend
-	snap atomic.Pointer[snapshot]
+	snap atomic.Pointer[snapshot[E]]
 	mu   sync.Mutex // serialises refreshes
 }
 
-// snapshot is the overrides as read at one version.
-type snapshot struct {
+// snapshot is the entries as read at one version.
+type snapshot[E any] struct {
 	version int64
-	m       map[string]*item
+	m       map[string]*item[E] // by key
 }
 
-type item struct {
-	e   Entry
-	co  *httplimit.ClientOverride
-	raw []byte // as stored
+type item[E any] struct {
+	e     E         // compiled
+	id    string    // e.id()
+	key   string    // e.key()
+	until time.Time // e.ends(), for the request path
+	raw   []byte    // as stored, so that a refresh reuses unchanged items
 }
 
-var _ httplimit.Overrides = (*Set)(nil)
-
-// NewMemory returns a Set kept in the process.
-func NewMemory(opts Options) (*Set, error) { return newSet(opts, &memory{m: map[string][]byte{}}) }
-
-func newSet(opts Options, be backend) (*Set, error) {
+func (s *Set[E]) init(opts Options, k kind) error {
 	if opts.Store == nil {
-		return nil, errors.New("overrides: no store")
+		return errors.New("overrides: no store")
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -233,157 +160,197 @@ func newSet(opts Options, be backend) (*Set, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * opts.Poll
 	}
-	s := &Set{opts: opts, be: be}
-	s.snap.Store(&snapshot{version: -1})
-	return s, nil
-}
-
-// Override implements httplimit.Overrides: the client's override, or nil
-// if it has none or it has ended.
-func (s *Set) Override(client string) *httplimit.ClientOverride {
-	it := s.snap.Load().m[client]
-	if it == nil || (!it.e.Until.IsZero() && !s.opts.Now().Before(it.e.Until)) {
-		return nil
+	if opts.Prefix == "" {
+		opts.Prefix = "sluice"
 	}
-	return it.co
+	s.opts, s.kind = opts, k
+	if opts.Redis != nil {
+		s.be = newRedis(opts.Redis, opts.Prefix+":{overrides}"+k.hash)
+	} else {
+		s.be = &memory{m: map[string][]byte{}}
+	}
+	s.snap.Store(&snapshot[E]{version: -1})
+	return nil
 }
 
-// Get returns a client's override, if it has one that has not ended.
-func (s *Set) Get(client string) (Entry, bool) {
-	it := s.snap.Load().m[client]
-	if it == nil || s.ended(it.e) {
-		return Entry{}, false
+// inForce reports whether an entry that ends at until (zero for never) is
+// in force at now().
+func inForce(until time.Time, now func() time.Time) bool {
+	return until.IsZero() || before(now, until)
+}
+
+// before reports whether now() is before t. It is kept out of line so that
+// inForce inlines into the lookups of the request path: an entry that never
+// ends costs no call.
+//
+//go:noinline
+func before(now func() time.Time, t time.Time) bool { return now().Before(t) }
+
+// parse returns the ID under which the entry that id names is stored, and
+// its key. Errors wrap ErrInvalid.
+func (s *Set[E]) parse(id string) (stored, key string, err error) {
+	if s.kind.parse == nil {
+		return id, id, nil
+	}
+	return s.kind.parse(id)
+}
+
+// Get returns the entry with the given ID, if it is in force.
+func (s *Set[E]) Get(id string) (E, bool) {
+	_, key, err := s.parse(id)
+	var it *item[E]
+	if err == nil {
+		it = s.snap.Load().m[key]
+	}
+	if it == nil || !inForce(it.until, s.opts.Now) {
+		var zero E
+		return zero, false
 	}
 	return it.e, true
 }
 
-func (s *Set) ended(e Entry) bool { return !e.Until.IsZero() && !s.opts.Now().Before(e.Until) }
-
-// List returns the overrides that have not ended, sorted by client.
-func (s *Set) List() []Entry {
-	snap := s.snap.Load()
-	out := make([]Entry, 0, len(snap.m))
-	for _, it := range snap.m {
-		if !s.ended(it.e) {
-			out = append(out, it.e)
+// List returns the entries in force, sorted by ID.
+func (s *Set[E]) List() []E {
+	m := s.snap.Load().m
+	its := make([]*item[E], 0, len(m))
+	for _, it := range m {
+		if inForce(it.until, s.opts.Now) {
+			its = append(its, it)
 		}
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Client, b.Client) })
+	slices.SortFunc(its, func(a, b *item[E]) int { return strings.Compare(a.id, b.id) })
+	out := make([]E, len(its))
+	for i, it := range its {
+		out[i] = it.e
+	}
 	return out
 }
 
-// Len returns the number of overrides that have not ended.
-func (s *Set) Len() int {
+// Len returns the number of entries in force.
+func (s *Set[E]) Len() int {
 	n := 0
 	for _, it := range s.snap.Load().m {
-		if !s.ended(it.e) {
+		if inForce(it.until, s.opts.Now) {
 			n++
 		}
 	}
 	return n
 }
 
-// Put stores e, replacing the client's override, and applies it at once
-// in this process (and, on Redis, in the others within their poll
-// interval).
-func (s *Set) Put(ctx context.Context, e Entry) error {
-	if err := e.Validate(); err != nil {
-		return err
-	}
-	if !e.Until.IsZero() && !e.Until.After(s.opts.Now()) {
-		return fmt.Errorf("%w: until %s is not in the future", ErrInvalid, e.Until.Format(time.RFC3339))
-	}
-	o, err := e.Override()
+// Put stores e, replacing the entry with its ID, and applies it at once in
+// this process (and, on Redis, in the others within their poll interval).
+// It returns e as stored, with its ID. Errors wrap ErrInvalid or ErrFull,
+// or are the store's.
+func (s *Set[E]) Put(ctx context.Context, e E) (E, error) {
+	var zero E
+	e, err := e.compile(s.opts.Store)
 	if err != nil {
-		return err
+		return zero, err
 	}
-	if _, err := httplimit.NewClientOverride(s.opts.Store, e.Client, o); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	if until := e.ends(); !until.IsZero() && !until.After(s.opts.Now()) {
+		return zero, fmt.Errorf("%w: until %s is not in the future", ErrInvalid, until.Format(time.RFC3339))
 	}
-	if _, ok := s.Get(e.Client); !ok && s.Len() >= MaxEntries {
-		return fmt.Errorf("%w: at most %d", ErrFull, MaxEntries)
+	id := e.id()
+	if _, ok := s.Get(id); !ok && s.Len() >= MaxEntries {
+		return zero, fmt.Errorf("%w: at most %d", ErrFull, MaxEntries)
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("overrides: %w", err)
+		return zero, fmt.Errorf("overrides: %w", err)
 	}
-	if err := s.be.put(ctx, e.Client, data); err != nil {
-		return err
+	if err := s.be.put(ctx, id, data); err != nil {
+		return zero, err
 	}
-	return s.Refresh(ctx)
+	return e, s.Refresh(ctx)
 }
 
-// Delete removes a client's override and reports whether it had one.
-func (s *Set) Delete(ctx context.Context, client string) (bool, error) {
-	ok, err := s.be.del(ctx, client)
+// Delete removes the entry with the given ID and reports whether there was
+// one. An ID that can name no entry is an error wrapping ErrInvalid.
+func (s *Set[E]) Delete(ctx context.Context, id string) (bool, error) {
+	id, _, err := s.parse(id)
+	if err != nil {
+		return false, err
+	}
+	ok, err := s.be.del(ctx, id)
 	if err != nil {
 		return false, err
 	}
 	return ok, s.Refresh(ctx)
 }
 
-// Refresh removes the overrides that have ended from the store, and reads
-// the overrides again if their version changed, within Options.Timeout.
-func (s *Set) Refresh(ctx context.Context) error {
+// Refresh removes the entries that have ended from the store, and reads
+// the entries again if their version changed, within Options.Timeout. An
+// entry whose stored form did not change is kept as it was, not compiled
+// again.
+func (s *Set[E]) Refresh(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
 	defer cancel()
-	if err := pruneEnded(ctx, s.be, s.snap.Load().m, func(it *item) (string, []byte, bool) {
-		return it.e.Client, it.raw, s.ended(it.e)
-	}); err != nil {
-		return err
+	prev := s.snap.Load()
+	// An override whose until has passed no longer applies, and would
+	// otherwise stay in the store for good. The first Set to see one ended
+	// removes it (unless it was put again meanwhile), and every Set
+	// reloads.
+	for _, it := range prev.m {
+		if !inForce(it.until, s.opts.Now) {
+			if _, err := s.be.prune(ctx, it.id, it.raw); err != nil {
+				return err
+			}
+		}
 	}
 	v, err := s.be.version(ctx)
 	if err != nil {
 		return err
 	}
-	if v == s.snap.Load().version {
+	if v == prev.version {
 		return nil
 	}
 	raw, v, err := s.be.load(ctx)
 	if err != nil {
 		return err
 	}
-	m := make(map[string]*item, len(raw))
-	for client, data := range raw {
-		var e Entry
-		err := json.Unmarshal(data, &e)
-		var o httplimit.Override
-		if err == nil {
-			o, err = e.Override()
-		}
-		var co *httplimit.ClientOverride
-		if err == nil {
-			co, err = httplimit.NewClientOverride(s.opts.Store, client, o)
-		}
-		if err != nil {
-			s.failed(fmt.Errorf("overrides: skipping the stored override of a client: %w", err))
+	byID := make(map[string]*item[E], len(prev.m))
+	for _, it := range prev.m {
+		byID[it.id] = it
+	}
+	m := make(map[string]*item[E], len(raw))
+	for id, data := range raw {
+		if it := byID[id]; it != nil && bytes.Equal(it.raw, data) {
+			m[it.key] = it
 			continue
 		}
-		e.Client = client
-		m[client] = &item{e: e, co: co, raw: data}
+		var e E
+		err := json.Unmarshal(data, &e)
+		if err == nil {
+			e, err = e.compile(s.opts.Store)
+		}
+		if err == nil && e.id() != id {
+			err = errors.New("it is stored under another ID than its own")
+		}
+		if err != nil {
+			s.failed(fmt.Errorf("overrides: skipping the stored override of a %s: %w", s.kind.noun, err))
+			continue
+		}
+		it := &item[E]{e: e, id: id, key: e.key(), until: e.ends(), raw: data}
+		m[it.key] = it
 	}
-	s.snap.Store(&snapshot{version: v, m: m})
+	s.snap.Store(&snapshot[E]{version: v, m: m})
 	return nil
 }
 
-func (s *Set) failed(err error) {
+func (s *Set[E]) failed(err error) {
 	if s.opts.OnError != nil {
 		s.opts.OnError(err)
 	}
 }
 
-// Run refreshes the Set every Poll (with jitter) until ctx is done,
+// Run refreshes the Set every Poll, with ±25% jitter, until ctx is done,
 // telling Options.OnRefresh of each outcome. Only a Set on Redis needs it:
-// another process may change the overrides.
-func (s *Set) Run(ctx context.Context) { poll(ctx, s.opts.Poll, s.Refresh, s.opts.OnRefresh) }
-
-// poll calls refresh every period, with ±25% jitter, until ctx is done,
-// telling told (if not nil) of each outcome.
-func poll(ctx context.Context, period time.Duration, refresh func(context.Context) error, told func(error)) {
+// another process may change the entries.
+func (s *Set[E]) Run(ctx context.Context) {
 	for {
-		d := period*3/4 + rand.N(period/2+1)
+		d := s.opts.Poll*3/4 + rand.N(s.opts.Poll/2+1)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -391,61 +358,8 @@ func poll(ctx context.Context, period time.Duration, refresh func(context.Contex
 			return
 		case <-t.C:
 		}
-		if err := refresh(ctx); ctx.Err() == nil && told != nil {
-			told(err)
+		if err := s.Refresh(ctx); ctx.Err() == nil && s.opts.OnRefresh != nil {
+			s.opts.OnRefresh(err)
 		}
 	}
-}
-
-// memory is the in-process backend.
-type memory struct {
-	mu sync.Mutex
-	m  map[string][]byte
-	v  int64
-}
-
-func (b *memory) version(context.Context) (int64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.v, nil
-}
-
-func (b *memory) load(context.Context) (map[string][]byte, int64, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	m := make(map[string][]byte, len(b.m))
-	for k, v := range b.m {
-		m[k] = v
-	}
-	return m, b.v, nil
-}
-
-func (b *memory) put(_ context.Context, client string, data []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.m[client] = data
-	b.v++
-	return nil
-}
-
-func (b *memory) prune(_ context.Context, client string, data []byte) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if cur, ok := b.m[client]; !ok || !bytes.Equal(cur, data) {
-		return false, nil
-	}
-	delete(b.m, client)
-	b.v++
-	return true, nil
-}
-
-func (b *memory) del(_ context.Context, client string) (bool, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.m[client]
-	if ok {
-		delete(b.m, client)
-		b.v++
-	}
-	return ok, nil
 }

@@ -3,6 +3,8 @@ package overrides_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -28,15 +30,15 @@ func TestMemorySet(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	now := &fakeNow{t: t0}
-	s, err := overrides.NewMemory(overrides.Options{Store: store, Now: now.Now})
+	s, err := overrides.NewClients(overrides.Options{Store: store, Now: now.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := s.Put(ctx, overrides.Entry{Client: "k1", Tier: "premium"}); err != nil {
+	if _, err := s.Put(ctx, overrides.Client{Client: "k1", Tier: "premium"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, overrides.Entry{Client: "k2", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 100, Period: "1m"}},
+	if _, err := s.Put(ctx, overrides.Client{Client: "k2", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 100, Period: "1m"}},
 		Until: t0.Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func TestMemorySet(t *testing.T) {
 		t.Error("Override(k1) after Delete")
 	}
 
-	for _, e := range []overrides.Entry{
+	for _, e := range []overrides.Client{
 		{Client: "", Tier: "x"},
 		{Client: "k", Tier: ""},
 		{Client: "k\n", Tier: "x"},
@@ -78,23 +80,35 @@ func TestMemorySet(t *testing.T) {
 		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 1, Period: "soon"}}},
 		{Client: "k", Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 1 << 62, Period: "1ns"}}},
 	} {
-		if err := s.Put(ctx, e); !errors.Is(err, overrides.ErrInvalid) {
+		if _, err := s.Put(ctx, e); !errors.Is(err, overrides.ErrInvalid) {
 			t.Errorf("Put(%+v): got %v, want ErrInvalid", e, err)
 		}
 	}
 }
 
+// startRedis starts a Redis server for the test, and a store on it.
+func startRedis(t *testing.T) (*redistest.Server, *redisstore.Store) {
+	t.Helper()
+	srv := redistest.Start(t)
+	store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return srv, store
+}
+
 func TestRedisSetsSeeEachOthersChanges(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	sets := make([]*overrides.Set, 2)
+	sets := make([]*overrides.Clients, 2)
 	for i := range sets {
 		store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		s, err := overrides.NewRedis(overrides.Options{Store: store, Poll: 20 * time.Millisecond}, store.Client, "sluice")
+		s, err := overrides.NewClients(overrides.Options{Store: store, Poll: 20 * time.Millisecond, Redis: store.Client, Prefix: "sluice"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +121,7 @@ func TestRedisSetsSeeEachOthersChanges(t *testing.T) {
 		t.Cleanup(func() { cancel(); <-done })
 		sets[i] = s
 	}
-	if err := sets[0].Put(ctx, overrides.Entry{Client: "key/with spaces", Tier: "premium"}); err != nil {
+	if _, err := sets[0].Put(ctx, overrides.Client{Client: "key/with spaces", Tier: "premium"}); err != nil {
 		t.Fatal(err)
 	}
 	within := func(what string, cond func() bool) {
@@ -134,24 +148,19 @@ func TestRedisSetsSeeEachOthersChanges(t *testing.T) {
 // removed from Redis by the next refresh of a set that sees it ended,
 // unless it was put again meanwhile; a descriptor override too.
 func TestEndedOverridesLeaveRedis(t *testing.T) {
-	srv := redistest.Start(t)
+	srv, store := startRedis(t)
 	ctx := context.Background()
-	store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
 	now := &fakeNow{t: t0}
-	newSet := func() *overrides.Set {
-		s, err := overrides.NewRedis(overrides.Options{Store: store, Now: now.Now}, store.Client, "sluice")
+	newSet := func() *overrides.Clients {
+		s, err := overrides.NewClients(overrides.Options{Store: store, Now: now.Now, Redis: store.Client, Prefix: "sluice"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
 	a, b := newSet(), newSet()
-	for _, e := range []overrides.Entry{{Client: "k1", Tier: "premium", Until: t0.Add(time.Hour)}, {Client: "k2", Tier: "premium", Until: t0.Add(time.Hour)}} {
-		if err := a.Put(ctx, e); err != nil {
+	for _, e := range []overrides.Client{{Client: "k1", Tier: "premium", Until: t0.Add(time.Hour)}, {Client: "k2", Tier: "premium", Until: t0.Add(time.Hour)}} {
+		if _, err := a.Put(ctx, e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,7 +169,7 @@ func TestEndedOverridesLeaveRedis(t *testing.T) {
 	}
 	now.Add(time.Hour)
 	// k2 is put again before b, which still holds the ended one, refreshes.
-	if err := a.Put(ctx, overrides.Entry{Client: "k2", Tier: "enterprise", Until: now.Now().Add(time.Hour)}); err != nil {
+	if _, err := a.Put(ctx, overrides.Client{Client: "k2", Tier: "enterprise", Until: now.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Refresh(ctx); err != nil {
@@ -177,7 +186,7 @@ func TestEndedOverridesLeaveRedis(t *testing.T) {
 		t.Errorf("b's k2 after the refresh: %v, want tier enterprise", co)
 	}
 
-	ds, err := overrides.NewDescriptorRedis(overrides.Options{Store: store, Now: now.Now}, store.Client, "sluice")
+	ds, err := overrides.NewDescriptors(overrides.Options{Store: store, Now: now.Now, Redis: store.Client, Prefix: "sluice"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,23 +216,18 @@ func TestEndedOverridesLeaveRedis(t *testing.T) {
 func TestRefreshWithinTimeoutWhileRedisIsAway(t *testing.T) {
 	for _, away := range []string{"stopped", "paused"} {
 		t.Run(away, func(t *testing.T) {
-			srv := redistest.Start(t)
+			srv, store := startRedis(t)
 			ctx := context.Background()
-			store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
+			opts := overrides.Options{Store: store, Timeout: 100 * time.Millisecond, Redis: store.Client, Prefix: "sluice"}
+			set, err := overrides.NewClients(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { store.Close() })
-			opts := overrides.Options{Store: store, Timeout: 100 * time.Millisecond}
-			set, err := overrides.NewRedis(opts, store.Client, "sluice")
+			dset, err := overrides.NewDescriptors(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			dset, err := overrides.NewDescriptorRedis(opts, store.Client, "sluice")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := set.Put(ctx, overrides.Entry{Client: "k", Tier: "premium"}); err != nil {
+			if _, err := set.Put(ctx, overrides.Client{Client: "k", Tier: "premium"}); err != nil {
 				t.Fatal(err)
 			}
 			if err := dset.Refresh(ctx); err != nil {
@@ -235,7 +239,7 @@ func TestRefreshWithinTimeoutWhileRedisIsAway(t *testing.T) {
 				srv.Pause(t)
 				t.Cleanup(func() { srv.Resume(t) })
 			}
-			for name, refresh := range map[string]func(context.Context) error{"Set": set.Refresh, "DescriptorSet": dset.Refresh} {
+			for name, refresh := range map[string]func(context.Context) error{"Clients": set.Refresh, "Descriptors": dset.Refresh} {
 				done := make(chan error, 1)
 				go func() { done <- refresh(ctx) }()
 				select {
@@ -251,5 +255,102 @@ func TestRefreshWithinTimeoutWhileRedisIsAway(t *testing.T) {
 				t.Errorf("after the failed refresh: %+v, %v; want the override last read", e, ok)
 			}
 		})
+	}
+}
+
+// BenchmarkClientOverride measures the gateway's lookup of a client's
+// override, once for every request that matches a rule: with no
+// overrides, with 1000 for other clients, and for a client with one.
+func BenchmarkClientOverride(b *testing.B) {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	s, err := overrides.NewClients(overrides.Options{Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("none", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Override("someone")
+		}
+	})
+	for i := range 1000 {
+		if _, err := s.Put(context.Background(), overrides.Client{Client: "key-" + strconv.Itoa(i), Tier: "premium"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("others", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			s.Override("someone")
+		}
+	})
+	b.Run("own", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if s.Override("key-500") == nil {
+				b.Fatal("no override of key-500")
+			}
+		}
+	})
+}
+
+// TestRedisLayout holds the keys and the stored form of both kinds of
+// override to those Sluice has always written: a fleet that upgrades keeps
+// its overrides, and processes of two releases read each other's changes.
+func TestRedisLayout(t *testing.T) {
+	srv, store := startRedis(t)
+	ctx := context.Background()
+	opts := overrides.Options{Store: store, Redis: store.Client} // the default prefix, sluice
+	clients, err := overrides.NewClients(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	descs, err := overrides.NewDescriptors(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	until := time.Date(2999, 1, 2, 3, 4, 5, 0, time.UTC)
+	if _, err := clients.Put(ctx, overrides.Client{Client: "k/1", Tier: "premium", Anchor: "15T09:00", Until: until,
+		Limits: map[string]overrides.Limit{"api": {Algorithm: "gcra", Limit: 100, Period: "1m", Burst: 5}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := descs.Put(ctx, overrides.Descriptor{Domain: "api", Entries: entries("client", "a/b"), Until: until,
+		Limits: []overrides.Limit{{Algorithm: "fixed_window", Limit: 10, Period: "day", Timezone: "Europe/Berlin"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ hash, id, stored string }{
+		{"sluice:{overrides}", "k/1",
+			`{"client":"k/1","tier":"premium","limits":{"api":{"algorithm":"gcra","limit":100,"period":"1m","burst":5}},"until":"2999-01-02T03:04:05Z","anchor":"15T09:00"}`},
+		{"sluice:{overrides}:descriptors", "api/client=a%2Fb",
+			`{"id":"api/client=a%2Fb","domain":"api","entries":[{"key":"client","value":"a/b"}],"limits":[{"algorithm":"fixed_window","limit":10,"period":"day","timezone":"Europe/Berlin"}],"until":"2999-01-02T03:04:05Z"}`},
+	} {
+		if got := srv.DoList(t, "HGETALL", tc.hash); !slices.Equal(got, []string{tc.id, tc.stored}) {
+			t.Errorf("HGETALL %s: got %q, want %q", tc.hash, got, []string{tc.id, tc.stored})
+		}
+		if got := srv.Do(t, "GET", tc.hash+":version"); got != "1" {
+			t.Errorf("GET %s:version: got %q, want 1", tc.hash, got)
+		}
+	}
+
+	// Another process writes an entry of each kind.
+	srv.Do(t, "HSET", "sluice:{overrides}", "k2", `{"client":"k2","tier":"enterprise"}`)
+	srv.Do(t, "INCR", "sluice:{overrides}:version")
+	srv.Do(t, "HSET", "sluice:{overrides}:descriptors", "api/client=c",
+		`{"id":"api/client=c","domain":"api","entries":[{"key":"client","value":"c"}],"limits":[{"algorithm":"gcra","limit":7,"period":"1m"}]}`)
+	srv.Do(t, "INCR", "sluice:{overrides}:descriptors:version")
+	for _, refresh := range []func(context.Context) error{clients.Refresh, descs.Refresh} {
+		if err := refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if co := clients.Override("k2"); co == nil || co.Override().Tier != "enterprise" {
+		t.Errorf("the client override another process wrote: %v, want tier enterprise", co)
+	}
+	if m, ok := descs.Override("api", entries("client", "c")); !ok || m.Rule.Policy.Limits()[0].Count != 7 {
+		t.Errorf("the descriptor override another process wrote: %+v, %v; want 7 a minute", m, ok)
+	}
+	if n := clients.Len() + descs.Len(); n != 4 {
+		t.Errorf("%d overrides in force, want 4", n)
 	}
 }

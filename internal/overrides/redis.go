@@ -2,17 +2,17 @@ package overrides
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/redis/rueidis"
 )
 
-// On Redis the overrides are a hash, client to JSON, beside a version
+// On Redis the entries of a Set are a hash, ID to JSON, beside a version
 // counter that every change increments; both keys share one hash tag, so
 // the scripts below run on a cluster too. A Set asks for the version every
-// poll and reads the hash only when it changed.
+// poll and reads the hash only when it changed. The keys' names are in
+// Options.Prefix's documentation.
 var (
 	putScript = rueidis.NewLuaScript(`redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return redis.call('INCR', KEYS[2])`)
@@ -26,22 +26,9 @@ return 1`)
 	loadScript = rueidis.NewLuaScript(`return {redis.call('GET', KEYS[2]) or '0', redis.call('HGETALL', KEYS[1])}`)
 )
 
-// ErrNotConnected reports a Redis client that is not connected yet.
-var ErrNotConnected = errors.New("overrides: not connected to Redis yet")
-
-// NewRedis returns a Set kept in Redis under keys starting with prefix
-// (the store's, such as "sluice"). client returns the Redis client, or
-// nil while there is none yet. Call Run to see other processes' changes.
-func NewRedis(opts Options, client func() rueidis.Client, prefix string) (*Set, error) {
-	if client == nil {
-		return nil, errors.New("overrides: no Redis client")
-	}
-	return newSet(opts, newRedisBackend(client, prefix+":{overrides}"))
-}
-
-// newRedisBackend returns a backend on the hash named hash; its version
-// key shares the hash tag.
-func newRedisBackend(client func() rueidis.Client, hash string) *redis {
+// newRedis returns a backend on the hash named hash; its version key
+// shares the hash tag.
+func newRedis(client func() rueidis.Client, hash string) *redis {
 	return &redis{client: client, keys: []string{hash, hash + ":version"}}
 }
 
@@ -101,35 +88,35 @@ func (b *redis) load(ctx context.Context) (map[string][]byte, int64, error) {
 	return m, v, nil
 }
 
-func (b *redis) put(ctx context.Context, client string, data []byte) error {
+func (b *redis) put(ctx context.Context, id string, data []byte) error {
 	c, err := b.conn()
 	if err != nil {
 		return err
 	}
-	if err := putScript.Exec(ctx, c, b.keys, []string{client, string(data)}).Error(); err != nil {
+	if err := putScript.Exec(ctx, c, b.keys, []string{id, string(data)}).Error(); err != nil {
 		return fmt.Errorf("overrides: storing: %w", err)
 	}
 	return nil
 }
 
-func (b *redis) del(ctx context.Context, client string) (bool, error) {
+func (b *redis) del(ctx context.Context, id string) (bool, error) {
 	c, err := b.conn()
 	if err != nil {
 		return false, err
 	}
-	n, err := delScript.Exec(ctx, c, b.keys, []string{client}).AsInt64()
+	n, err := delScript.Exec(ctx, c, b.keys, []string{id}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("overrides: removing: %w", err)
 	}
 	return n > 0, nil
 }
 
-func (b *redis) prune(ctx context.Context, client string, data []byte) (bool, error) {
+func (b *redis) prune(ctx context.Context, id string, data []byte) (bool, error) {
 	c, err := b.conn()
 	if err != nil {
 		return false, err
 	}
-	n, err := pruneScript.Exec(ctx, c, b.keys, []string{client, string(data)}).AsInt64()
+	n, err := pruneScript.Exec(ctx, c, b.keys, []string{id, string(data)}).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("overrides: removing an ended override: %w", err)
 	}

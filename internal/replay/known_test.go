@@ -243,7 +243,7 @@ func TestKnownTraffic(t *testing.T) {
 				}
 				var wantTop []string
 				for c, n := range w.limited {
-					wantTop = append(wantTop, fmt.Sprintf("ip=%s:%d", c, n))
+					wantTop = append(wantTop, fmt.Sprintf("ip=%s/32:%d", c, n))
 				}
 				slices.Sort(top)
 				slices.Sort(wantTop)

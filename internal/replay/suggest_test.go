@@ -141,7 +141,7 @@ func TestAgainst(t *testing.T) {
 	if got, want := names(c.NoLongerLimited), "192.0.2.30:862 192.0.2.20:70"; got != want || len(c.NewlyLimited) != 0 {
 		t.Errorf("reversed: no longer limited %q, newly %q; want %q, none", got, names(c.NewlyLimited), want)
 	}
-	if c.Rules[0].NoLongerLimited[0].Client != "ip=192.0.2.30" {
+	if c.Rules[0].NoLongerLimited[0].Client != "ip=192.0.2.30/32" {
 		t.Errorf("reversed: api's keys %+v", c.Rules[0].NoLongerLimited)
 	}
 }

@@ -71,6 +71,10 @@ type DescriptorEvent struct {
 	Name string
 	// Outcome is what became of the descriptor.
 	Outcome Outcome
+	// Key is the descriptor's counter key (its domain, entries and
+	// values) when a limit applied, else empty. It may identify a person:
+	// log it only in a non-reversible form, and never as a metric label.
+	Key string
 	// Hits is the descriptor's cost.
 	Hits int64
 	// Decision is the store's decision; zero when none was asked for.

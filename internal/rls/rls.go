@@ -172,6 +172,9 @@ type Options struct {
 	Rules Rules
 	// Observer, if non-nil, receives every request's decisions.
 	Observer Observer
+	// Tracer, if non-nil, traces each decision and its store calls (see
+	// engine.Tracer).
+	Tracer engine.Tracer
 	// OnStoreError chooses the answer when the store fails. Default
 	// FailUnavailable.
 	OnStoreError Failure
@@ -285,7 +288,7 @@ func New(opts Options) (*Service, error) {
 		// Every descriptor's status is told, a store error fails the
 		// request (Unavailable), and a denial of the store's failure
 		// policy is a denial, the protocol having no other answer.
-		eng: engine.New(opts.Store, engine.Options{Report: true, StopOnError: true, DegradedDenials: true}),
+		eng: engine.New(opts.Store, engine.Options{Report: true, StopOnError: true, DegradedDenials: true, Tracer: opts.Tracer}),
 	}
 	s.pool.New = func() any { return new(call) }
 	return s, nil
@@ -553,7 +556,7 @@ func (s *Service) check(ctx context.Context, c *call) (*rlsv3.RateLimitResponse,
 			ev.Name = metricName(r)
 			continue
 		}
-		ev.Name = metricName(r)
+		ev.Name, ev.Key = metricName(r), m.Key
 		ch := engine.Check{Policy: r.Policy, Key: m.Key, Cost: it.hits, Name: displayName(r)}
 		if r.DenyAll || ch.Policy == nil {
 			d := display(r, 0)

@@ -40,4 +40,8 @@ func TestGatewayOnErrorDenyAnswers503(t *testing.T) {
 	if logs := g.logs.String(); !strings.Contains(logs, "request refused with 503") {
 		t.Errorf("log: want the refusals, got %s", logs)
 	}
+	// It refuses every request meanwhile: not ready.
+	if r := get(t, "GET", g.admin+"/readyz", nil); r.StatusCode != 503 {
+		t.Errorf("readyz with Redis down under on_error deny: status %d, want 503", r.StatusCode)
+	}
 }

@@ -78,7 +78,11 @@ func (g *Server) Run(ctx context.Context, ready func(listen, admin net.Addr)) er
 	)
 	if g.opts.Service != nil {
 		svc := rls.Current(func() *rls.Service { return g.gen.Load().svc })
-		grpcSrv, health = rls.NewGRPCServer(svc)
+		var gopts []grpc.ServerOption
+		if g.tracing != nil {
+			gopts = append(gopts, grpc.ChainUnaryInterceptor(g.tracing.unary))
+		}
+		grpcSrv, health = rls.NewGRPCServer(svc, gopts...)
 		if a := g.opts.Service.HTTP; a != "" {
 			want = append(want, listener{ListenerServiceHTTP, a, g.server(rls.HTTPHandler(svc, health))})
 		}

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/internal/proxy"
+	"github.com/sluicehq/sluice/internal/topk"
 )
 
 // metrics are the gateway's Prometheus metrics. No label ever carries a
@@ -63,6 +66,30 @@ func (m *metrics) identityOn() {
 			m.tokenResults = append(m.tokenResults, m.tokens.WithLabelValues(r.String()))
 		}
 	})
+}
+
+// buildInfo registers sluice_build_info: 1, labelled with the version,
+// the VCS revision and the Go version the binary was built with, as the
+// build information a plain go build embeds tells them ("(devel)" and
+// "unknown" where it does not).
+func buildInfo(reg prometheus.Registerer) {
+	version, revision, goVersion := "(devel)", "unknown", runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && s.Value != "" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "sluice_build_info",
+		Help: "1, labelled with the version, the VCS revision and the Go version of the running binary.",
+	}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(version, revision, goVersion).Set(1)
+	reg.MustRegister(g)
 }
 
 func newMetrics(reg prometheus.Registerer, backend string) *metrics {
@@ -145,6 +172,11 @@ type observer struct {
 	secret  []byte // keys are logged as HMAC-SHA256(secret, key)
 	// counters caches the CounterVec children per rule and outcome.
 	counters sync.Map // ruleOutcome -> prometheus.Counter
+	// top holds the heavy hitters of the generation's rules, by name;
+	// nil records none.
+	top map[string]*topk.Sketch
+	// access is the access log; nil when off.
+	access *accessLog
 }
 
 type ruleOutcome struct {
@@ -173,6 +205,11 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		o.counter(re.Rule, re.Outcome).Inc()
+		if k := o.top[re.Rule]; k != nil {
+			if c, ok := topOutcome(re.Outcome); ok {
+				k.Record(re.Key, c)
+			}
+		}
 		if re.Outcome == httplimit.OutcomeAllowListed {
 			o.m.listMatches.WithLabelValues(re.List, "allow").Inc()
 		}
@@ -202,6 +239,9 @@ func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 					slog.String("rule", re.Rule), slog.Any("error", re.Err))
 			}
 		}
+	}
+	if o.access != nil {
+		o.access.gateway(r, e)
 	}
 }
 
@@ -257,8 +297,12 @@ func (o *observer) logRejection(ctx context.Context, re *httplimit.RuleEvent) {
 // strings within one process, so an operator can tell one noisy client from
 // many, but no one can recover an address from the log, not even by trying
 // every IPv4 address.
-func (o *observer) hashKey(key string) string {
-	mac := hmac.New(sha256.New, o.secret)
+func (o *observer) hashKey(key string) string { return hashKey(o.secret, key) }
+
+// hashKey returns HMAC-SHA256(secret, key), its first 12 bytes in
+// base64url: see observer.hashKey.
+func hashKey(secret []byte, key string) string {
+	mac := hmac.New(sha256.New, secret)
 	mac.Write([]byte(key))
 	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil)[:12])
 }

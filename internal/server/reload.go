@@ -19,6 +19,7 @@ type reloadMetrics struct {
 	failures prometheus.Counter     // reloads{result="failure"}
 	success  prometheus.Counter     // reloads{result="success"}
 	last     prometheus.Gauge
+	ok       prometheus.Gauge     // whether the last reload (or the start) applied
 	info     *prometheus.GaugeVec // hash
 
 	mu   sync.Mutex
@@ -35,6 +36,10 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 			Name: "sluice_config_last_reload_success_timestamp_seconds",
 			Help: "When the running configuration was applied (at start or by the last successful reload), in Unix seconds.",
 		}),
+		ok: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_config_last_reload_successful",
+			Help: "1 if the last reload applied (or none was tried since the start), 0 if it failed and the configuration before it still runs.",
+		}),
 		info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_config_info",
 			Help: "1, labelled with the SHA-256 (first 16 hex digits) of the running configuration file.",
@@ -42,8 +47,14 @@ func newReloadMetrics(reg prometheus.Registerer) *reloadMetrics {
 	}
 	m.failures = m.reloads.WithLabelValues("failure")
 	m.success = m.reloads.WithLabelValues("success")
-	reg.MustRegister(m.reloads, m.last, m.info)
+	reg.MustRegister(m.reloads, m.last, m.ok, m.info)
 	return m
+}
+
+// failed records a reload that did not apply.
+func (m *reloadMetrics) failed() {
+	m.failures.Inc()
+	m.ok.Set(0)
 }
 
 // applied records a configuration put in service at t, by a reload or at
@@ -53,6 +64,7 @@ func (m *reloadMetrics) applied(hash string, t time.Time, reload bool) {
 		m.success.Inc()
 	}
 	m.last.Set(float64(t.UnixNano()) / 1e9)
+	m.ok.Set(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if hash != m.hash && m.hash != "" {
@@ -67,7 +79,9 @@ func (m *reloadMetrics) applied(hash string, t time.Time, reload bool) {
 // watchDegraded logs each change of degraded() (checked every second),
 // until ctx is done: WARN when decisions start following on_error, INFO
 // when the store answers again.
-func watchDegraded(ctx context.Context, log *slog.Logger, every time.Duration, degraded func() bool, onError string) {
+//
+// onChange, if not nil, is told of each change too.
+func watchDegraded(ctx context.Context, log *slog.Logger, every time.Duration, degraded func() bool, onError string, onChange func(time.Time, bool)) {
 	was := degraded()
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -85,6 +99,9 @@ func watchDegraded(ctx context.Context, log *slog.Logger, every time.Duration, d
 		default:
 			log.LogAttrs(ctx, slog.LevelInfo, "Redis recovered; decisions use Redis again")
 		}
+		if now != was && onChange != nil {
+			onChange(time.Now(), now)
+		}
 		was = now
 	}
 }
@@ -101,6 +118,12 @@ func watchDegraded(ctx context.Context, log *slog.Logger, every time.Duration, d
 func (g *Server) Reload(load func() (Options, error)) error {
 	g.reloadMu.Lock()
 	defer g.reloadMu.Unlock()
+	// SIGHUP is also logrotate's way to say the access log was moved.
+	if g.access != nil {
+		if err := g.access.reopen(); err != nil {
+			g.log.Error("reopening the access log failed", "error", err)
+		}
+	}
 	opts, err := load()
 	if err == nil {
 		opts = withDefaults(opts)
@@ -120,11 +143,16 @@ func (g *Server) Reload(load func() (Options, error)) error {
 			// otherwise linger until their timeout.
 			prev.closeIdle()
 			g.reloads.applied(opts.ConfigHash, time.Now(), true)
+			g.health.reloaded(opts.ConfigHash, time.Now(), nil, true)
+			// The heavy hitters of rules that are gone go with them.
+			names := gen.lim.Rules()
+			g.top.Retain(func(n string) bool { return slices.Contains(names, n) })
 			g.log.Info("configuration reloaded", "hash", opts.ConfigHash, "rules", len(opts.Limiter.Rules))
 			return nil
 		}
 	}
-	g.reloads.failures.Inc()
+	g.reloads.failed()
+	g.health.reloaded("", time.Now(), err, true)
 	g.log.Error("configuration reload failed; the running configuration stays", "error", err)
 	return err
 }
@@ -170,10 +198,29 @@ func restartOnly(run, file Options) []setting {
 		// Never log the values: they may hold a password.
 		out = append(out, setting{"store.redis", "(running)", "(changed)"})
 	}
+	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
+	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
+	add("tracing", tracingString(run.Tracing), tracingString(file.Tracing))
+	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
+	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
 	add("store.redis.quota.lease_rate", r.LeaseRate, f.LeaseRate)
 	add("store.redis.quota.lease_fraction", r.LeaseFraction, f.LeaseFraction)
 	add("store.redis.quota.lease_ttl", r.LeaseTTL, f.LeaseTTL)
 	return out
+}
+
+func accessString(a *AccessLogOptions) string {
+	if a == nil {
+		return "off"
+	}
+	return fmt.Sprintf("%+v", *a)
+}
+
+func tracingString(t *TracingOptions) string {
+	if t == nil {
+		return "off"
+	}
+	return fmt.Sprintf("%+v", *t)
 }
 
 func faListen(fa *ForwardAuthOptions) string {

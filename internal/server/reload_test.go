@@ -100,6 +100,9 @@ func TestGatewayReload(t *testing.T) {
 	if got := metric(t, g.admin, `sluice_config_reloads_total{result="success"}`); got != "1" {
 		t.Errorf("successful reloads = %q, want 1", got)
 	}
+	if got := metric(t, g.admin, `sluice_config_last_reload_successful`); got != "0" {
+		t.Errorf("sluice_config_last_reload_successful after failed reloads = %q, want 0", got)
+	}
 	if r := get(t, "GET", g.url+"/", nil); r.Header.Get("RateLimit-Policy") != `"r";q=20;w=3600` {
 		t.Errorf("after failed reloads: RateLimit-Policy %q, want the running q=20", r.Header.Get("RateLimit-Policy"))
 	}
@@ -110,6 +113,9 @@ func TestGatewayReload(t *testing.T) {
 	o.Redis.LeaseTTL = 3 * time.Second
 	if err := reload(o, nil); err != nil {
 		t.Fatal(err)
+	}
+	if got := metric(t, g.admin, `sluice_config_last_reload_successful`); got != "1" {
+		t.Errorf("sluice_config_last_reload_successful after a reload that applied = %q, want 1", got)
 	}
 	for _, setting := range []string{"store.max_keys", "store.redis.quota.lease_ttl"} {
 		if !strings.Contains(g.logs.String(), `"setting":"`+setting+`"`) {

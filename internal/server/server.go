@@ -32,12 +32,14 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/config"
+	"github.com/sluicehq/sluice/internal/engine"
 	"github.com/sluicehq/sluice/internal/forwardauth"
 	"github.com/sluicehq/sluice/internal/identity"
 	"github.com/sluicehq/sluice/internal/loglimit"
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/topk"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -123,6 +125,17 @@ type Options struct {
 	// with the limiter's rules; nil runs none. Its listener is fixed when
 	// the gateway is built; Reload changes its trusted proxies.
 	ForwardAuth *ForwardAuthOptions
+	// AdminShowKeys shows keys as they are in the admin API's top and
+	// dashboard even when Redis hashes them (Redis.HashKeys); by default
+	// they are shown as the digests Redis holds.
+	AdminShowKeys bool
+	// AccessLog writes a JSON line per decision; nil writes none. It is
+	// fixed when the server is built; Reload reopens its file.
+	AccessLog *AccessLogOptions
+	// Tracing exports OpenTelemetry spans of the requests, their decisions
+	// and their store calls over OTLP; nil exports none. It is fixed when
+	// the server is built.
+	Tracing *TracingOptions
 	// Identity verifies the bearer tokens of the rules' and tiers'
 	// jwt:CLAIM key parts, for the gateway and forward-auth alike; nil
 	// for none. Its Observe is set by the gateway, which counts the
@@ -166,29 +179,38 @@ type ForwardAuthOptions struct {
 //
 // A Server is safe for concurrent use.
 type Server struct {
-	opts     Options // as given to New, with defaults: the fixed settings
-	log      *slog.Logger
-	store    sluice.Store
-	closer   func() error
-	ready    func(context.Context) error
-	reg      *prometheus.Registry
-	m        *metrics
-	reloads  *reloadMetrics
-	backend  string
-	secret   []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
-	handler  http.Handler
-	admin    http.Handler
-	draining atomic.Bool
-	shutdown atomic.Int64 // the current ShutdownTimeout, in ns
-	delay    atomic.Int64 // the current ShutdownDelay, in ns
+	opts   Options // as given to New, with defaults: the fixed settings
+	log    *slog.Logger
+	store  sluice.Store
+	closer func() error
+	ready  func(context.Context) error
+	// storeFailsClosed: the store refuses what it cannot decide
+	// (sluice.ClosedFailer), so it is not ready while it cannot.
+	storeFailsClosed bool
+	reg              *prometheus.Registry
+	m                *metrics
+	reloads          *reloadMetrics
+	backend          string
+	secret           []byte // keys are logged as HMAC-SHA256(secret, key) in every generation
+	handler          http.Handler
+	admin            http.Handler
+	draining         atomic.Bool
+	shutdown         atomic.Int64 // the current ShutdownTimeout, in ns
+	delay            atomic.Int64 // the current ShutdownDelay, in ns
 	// after waits out the shutdown delay: time.After, or a test's.
 	after func(time.Duration) <-chan time.Time
 
 	redis *redisstore.Store // nil on the memory backend
-	ov    *overrides.Set
-	dov   *overrides.DescriptorSet // the service's; nil without a service section
-	rlsm  *rls.Metrics             // the service's metrics; nil without a service section
-	addrs atomic.Value             // map[string]net.Addr, once Run listens
+	ov    *overrides.Clients
+	dov   *overrides.Descriptors // the service's; nil without a service section
+	rlsm  *rls.Metrics           // the service's metrics; nil without a service section
+	// top and dtop hold the heavy hitters of the gateway's rules and of
+	// the service's descriptors, by name, across generations.
+	top, dtop *topk.Set
+	health    healthRecord
+	access    *accessLog   // nil when off
+	tracing   *tracing     // nil when off
+	addrs     atomic.Value // map[string]net.Addr, once Run listens
 
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex      // serialises Reload
@@ -234,23 +256,48 @@ func New(opts Options) (*Server, error) {
 		g.backend = "memory"
 	}
 	g.m = newMetrics(g.reg, g.backend)
+	buildInfo(g.reg)
 	g.reloads = newReloadMetrics(g.reg)
+	g.top, g.dtop = new(topk.Set), new(topk.Set)
 	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
 		return nil, err
 	}
-	if err := g.openOverrides(); err != nil {
+	if fc, ok := g.store.(sluice.ClosedFailer); ok {
+		g.storeFailsClosed = fc.FailsClosed()
+	}
+	if opts.AccessLog != nil {
+		var err error
+		if g.access, err = newAccessLog(*opts.AccessLog, g.reg, func(key string) string { return hashKey(g.secret, key) }); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	if opts.Tracing != nil {
+		var err error
+		if g.tracing, err = newTracing(*opts.Tracing, g.backend); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	g.goBackground(g.tickTop)
+	var err error
+	g.ov, err = openOverrides(g, overrides.NewClients, "the per-client overrides", prometheus.GaugeOpts{
+		Name: "sluice_overrides",
+		Help: "Clients with a per-client override in force (set through the admin API).",
+	})
+	if err == nil && opts.Service != nil {
+		if g.rlsm, err = rls.NewMetrics(g.reg); err != nil {
+			err = fmt.Errorf("server: %w", err)
+		} else {
+			g.dov, err = openOverrides(g, overrides.NewDescriptors, "the descriptor overrides", prometheus.GaugeOpts{
+				Name: "sluice_descriptor_overrides",
+				Help: "Descriptors of the rate-limit service with limits of their own in force (set through the admin API).",
+			})
+		}
+	}
+	if err != nil {
 		g.Close()
 		return nil, err
-	}
-	if opts.Service != nil {
-		var err error
-		if g.rlsm, err = rls.NewMetrics(g.reg); err == nil {
-			err = g.openDescriptorOverrides()
-		}
-		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("server: %w", err)
-		}
 	}
 	gen, err := g.build(opts)
 	if err != nil {
@@ -259,9 +306,13 @@ func New(opts Options) (*Server, error) {
 	}
 	g.gen.Store(gen)
 	g.reloads.applied(opts.ConfigHash, time.Now(), false)
+	g.health.reloaded(opts.ConfigHash, time.Now(), nil, false)
 	g.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g.gen.Load().handler.ServeHTTP(w, r)
 	})
+	if g.tracing != nil {
+		g.handler = g.tracing.handler(g.handler)
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{Registry: g.reg}))
@@ -276,7 +327,17 @@ func New(opts Options) (*Server, error) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if err := g.ready(ctx); err != nil {
-			http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+			// A store that cannot decide: with on_error local or allow
+			// this server still answers every request, and so does every
+			// other server on the same Redis, so taking it out of its load
+			// balancer helps no one and, fleet-wide, is an outage. It is
+			// not ready when its failure policy refuses (deny), or when
+			// the probe asks to be strict.
+			if g.storeFailsClosed || r.URL.Query().Has("strict") {
+				http.Error(w, "store not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ready, degraded: "+err.Error())
 			return
 		}
 		fmt.Fprintln(w, "ready")
@@ -288,77 +349,49 @@ func New(opts Options) (*Server, error) {
 		},
 		Overrides:   g.ov,
 		Descriptors: g.dov,
+		Observed:    admin.Observed{Rules: g.top, Descriptors: g.dtop, ShowKey: g.showKey(), Health: g.adminHealth},
 		Logger:      g.log,
 	}))
 	g.admin = mux
 	return g, nil
 }
 
-// overridesOptions are the options of an overrides set of the gateway's,
-// holding what: its reads are logged once per outage (and once on
-// recovery), and entries that cannot be used at most once a second.
-func (g *Server) overridesOptions(what string) (overrides.Options, *outageLog) {
-	skipLog := &loglimit.Limit{Per: 1}
+// overridesSet is what the server does with a set of overrides of either
+// kind.
+type overridesSet interface {
+	Refresh(context.Context) error
+	Run(context.Context)
+	Len() int
+}
+
+// openOverrides opens a set of overrides with open (NewClients or
+// NewDescriptors) where the store keeps its counters, reads it, on Redis
+// keeps reading it, and counts its overrides in force in the gauge. The
+// set's reads are logged as reading what, once per outage (and once on
+// recovery), and its entries that cannot be used at most once a second.
+func openOverrides[S overridesSet](g *Server, open func(overrides.Options) (S, error), what string, gauge prometheus.GaugeOpts) (S, error) {
 	reads := &outageLog{log: g.log, what: what}
-	return overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
+	skipLog := &loglimit.Limit{Per: 1}
+	o := overrides.Options{Store: g.store, Poll: g.opts.OverridesPoll, OnRefresh: reads.observe, OnError: func(err error) {
 		if skipLog.Allow(time.Now()) {
 			g.log.Warn("a stored override cannot be used; it is skipped", "error", err)
 		}
-	}}, reads
-}
-
-// openOverrides opens the per-client overrides where the store keeps its
-// counters, reads them, and on Redis keeps reading them.
-func (g *Server) openOverrides() error {
-	o, reads := g.overridesOptions("the per-client overrides")
-	var err error
+	}}
 	if g.redis != nil {
-		g.ov, err = overrides.NewRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
-	} else {
-		g.ov, err = overrides.NewMemory(o)
+		o.Redis, o.Prefix = g.redis.Client, g.opts.Redis.Prefix
 	}
+	set, err := open(o)
 	if err != nil {
-		return fmt.Errorf("server: %w", err)
+		return set, fmt.Errorf("server: %w", err)
 	}
-	reads.observe(g.ov.Refresh(context.Background())) // Redis may be down: Run keeps trying
+	reads.observe(set.Refresh(context.Background())) // Redis may be down: Run keeps trying
 	if g.redis != nil {
-		g.goBackground(g.ov.Run)
+		g.goBackground(set.Run)
 	}
-	g.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_overrides",
-		Help: "Clients with a per-client override in force (set through the admin API).",
-	}, func() float64 { return float64(g.ov.Len()) }))
-	return nil
-}
-
-// openDescriptorOverrides opens the rate-limit service's descriptor
-// overrides beside the per-client ones, as openOverrides does.
-func (g *Server) openDescriptorOverrides() error {
-	o, reads := g.overridesOptions("the descriptor overrides")
-	var err error
-	if g.redis != nil {
-		g.dov, err = overrides.NewDescriptorRedis(o, g.redis.Client, redisPrefix(g.opts.Redis))
-	} else {
-		g.dov, err = overrides.NewDescriptorMemory(o)
+	if err := g.reg.Register(prometheus.NewGaugeFunc(gauge, func() float64 { return float64(set.Len()) })); err != nil {
+		return set, fmt.Errorf("server: %w", err)
 	}
-	if err != nil {
-		return err
-	}
-	reads.observe(g.dov.Refresh(context.Background())) // Redis may be down: Run keeps trying
-	if g.redis != nil {
-		g.goBackground(g.dov.Run)
-	}
-	return g.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "sluice_descriptor_overrides",
-		Help: "Descriptors of the rate-limit service with limits of their own in force (set through the admin API).",
-	}, func() float64 { return float64(g.dov.Len()) }))
-}
-
-func redisPrefix(ro redisstore.Options) string {
-	if ro.Prefix == "" {
-		return "sluice"
-	}
-	return ro.Prefix
+	return set, nil
 }
 
 func withDefaults(opts Options) Options {
@@ -422,12 +455,22 @@ func (g *Server) build(opts Options) (*generation, error) {
 	}
 	obs := newObserver(g.m, g.backend, g.log, opts.LogLinesPerSecond)
 	obs.secret = g.secret
+	obs.access = g.access
 	lo.Observer = obs
+	var tracer engine.Tracer
+	if g.tracing != nil {
+		tracer = g.tracing.hook
+		lo.Tracer = tracer
+	}
 	if lo.Tiers.From != (httplimit.KeyPart{}) {
 		lo.Overrides = g.ov
 	}
 	if gen.lim, err = httplimit.New(lo); err != nil {
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	obs.top = make(map[string]*topk.Sketch)
+	for _, name := range gen.lim.Rules() {
+		obs.top[name] = g.top.Sketch(name)
 	}
 	if gen.upstream != nil {
 		gen.handler = gen.lim.Handler(gen.upstream)
@@ -443,8 +486,8 @@ func (g *Server) build(opts Options) (*generation, error) {
 		if so.Rules == nil {
 			return nil, errors.New("server: the service has no descriptor rules")
 		}
-		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: g.rlsm, OnStoreError: so.OnStoreError, Headers: so.Headers,
-			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor})
+		gen.svc, err = rls.New(rls.Options{Store: g.store, Rules: so.Rules, Observer: &serviceObserver{m: g.rlsm, top: g.dtop, access: g.access}, OnStoreError: so.OnStoreError, Headers: so.Headers,
+			EnvoyHeaderNames: so.EnvoyHeaderNames, Overrides: g.dov, Anchor: so.Anchor, Tracer: tracer})
 		if err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
@@ -505,6 +548,15 @@ func (g *Server) Close() error {
 		g.stopBg()
 		g.bg.Wait()
 		g.stopBg = nil
+	}
+	if g.access != nil {
+		g.access.close()
+	}
+	if g.tracing != nil {
+		if err := g.tracing.shutdown(); err != nil {
+			g.log.Warn("exporting the last spans failed", "error", err)
+		}
+		g.tracing = nil
 	}
 	if g.closer == nil {
 		return nil

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -477,9 +478,7 @@ func TestTwoGatewaysShareOneRedisLimit(t *testing.T) {
 			t.Errorf("with Redis down: status %d, want 200 from the local fallback", r.StatusCode)
 		}
 	}
-	if r := get(t, "GET", a.admin+"/readyz", nil); r.StatusCode != 503 {
-		t.Errorf("readyz with Redis down: status %d, want 503", r.StatusCode)
-	}
+	wantDegradedReady(t, a.admin)
 	if !strings.Contains(a.logs.String(), "Redis failed; deciding per on_error") {
 		t.Errorf("log with Redis down: want a warning that Redis failed, got %s", a.logs.String())
 	}
@@ -539,6 +538,20 @@ func TestTwoGatewaysChargeRejectedRequestsNothing(t *testing.T) {
 	}
 }
 
+// wantDegradedReady checks the readiness of a gateway whose Redis is down
+// under on_error local: ready, saying it is degraded, since it and every
+// gateway beside it still answer every request; not ready when the probe
+// asks to be strict.
+func wantDegradedReady(t *testing.T, admin string) {
+	t.Helper()
+	if r := get(t, "GET", admin+"/readyz", nil); r.StatusCode != 200 || !strings.Contains(readAll(r), "ready, degraded") {
+		t.Errorf("readyz with Redis down under on_error local: status %d, want 200 saying degraded", r.StatusCode)
+	}
+	if r := get(t, "GET", admin+"/readyz?strict", nil); r.StatusCode != 503 {
+		t.Errorf("readyz?strict with Redis down: status %d, want 503", r.StatusCode)
+	}
+}
+
 // A gateway starts while Redis is down: it limits from memory (on_error
 // local), says so in its log and /readyz, and moves to Redis by itself once
 // Redis is up.
@@ -556,12 +569,10 @@ func TestGatewayStartsWithRedisDown(t *testing.T) {
 			t.Errorf("request %d with Redis down: status %d, want %d (the local fallback's limit)", i, r.StatusCode, want)
 		}
 	}
-	if r := get(t, "GET", g.admin+"/readyz", nil); r.StatusCode != 503 {
-		t.Errorf("readyz with Redis down: status %d, want 503", r.StatusCode)
-	}
+	wantDegradedReady(t, g.admin)
 	srv.Restart(t)
 	deadline := time.Now().Add(10 * time.Second)
-	for get(t, "GET", g.admin+"/readyz", nil).StatusCode != 200 {
+	for get(t, "GET", g.admin+"/readyz?strict", nil).StatusCode != 200 {
 		if time.Now().After(deadline) {
 			t.Fatal("readyz still failing 10s after Redis came up")
 		}
@@ -640,5 +651,25 @@ func TestGatewayStreams(t *testing.T) {
 	buf := make([]byte, len("data: one\n\n"))
 	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != "data: one\n\n" {
 		t.Fatalf("first event: %q, %v; want it before the upstream sends the second", buf, err)
+	}
+}
+
+// The metrics tell the build: version, revision and Go version.
+func TestBuildInfo(t *testing.T) {
+	g := start(t, server.Options{Upstream: server.EchoUpstream})
+	resp := get(t, "GET", g.admin+"/metrics", nil)
+	sc := bufio.NewScanner(resp.Body)
+	found := false
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "sluice_build_info{") {
+			found = true
+			if !strings.Contains(line, `goversion="`+runtime.Version()+`"`) || !strings.Contains(line, `revision="`) || !strings.HasSuffix(line, " 1") {
+				t.Errorf("build info %q: want the Go version %s, a revision and the value 1", line, runtime.Version())
+			}
+		}
+	}
+	if !found {
+		t.Error("no sluice_build_info series")
 	}
 }

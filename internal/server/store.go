@@ -53,13 +53,14 @@ func (g *Server) openStore(backend string, reg prometheus.Registerer, m *metrics
 			return fmt.Errorf("server: %w", err)
 		}
 		if s.Degraded() {
+			g.health.degraded(time.Now(), true)
 			g.log.LogAttrs(context.Background(), slog.LevelWarn, "Redis unreachable at start; deciding per on_error until it answers",
 				slog.String("on_error", onError), slog.Any("error", s.Ping(context.Background())))
 		}
 		g.store, g.redis = s, s
 		g.closer = func() error { return errors.Join(s.Close(), local.Close()) }
 		g.goBackground(func(ctx context.Context) {
-			watchDegraded(ctx, g.log, time.Second, s.Degraded, onError)
+			watchDegraded(ctx, g.log, time.Second, s.Degraded, onError, g.health.degraded)
 		})
 		g.ready = func(ctx context.Context) error {
 			// Degraded first: after an outage Redis may answer a ping

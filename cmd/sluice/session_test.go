@@ -12,28 +12,28 @@ import (
 	"time"
 )
 
-// step is one command of a console session in the README, and the output
-// the README shows for it.
+// step is one command of a console session in the docs, and the output
+// the docs show for it.
 type step struct {
 	cmd  string
 	want []string
 }
 
 // consoleSession returns the steps of the first console block after the
-// heading in README.md.
-func consoleSession(t *testing.T, heading string) []step {
+// heading in the page, a path relative to the repository's root.
+func consoleSession(t *testing.T, page, heading string) []step {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile(filepath.Join("..", "..", page))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no heading %q", heading)
+		t.Fatalf("%s has no heading %q", page, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "\n```console\n")
 	if !ok {
-		t.Fatalf("README.md has no console block after %q", heading)
+		t.Fatalf("%s has no console block after %q", page, heading)
 	}
 	block, _, _ := strings.Cut(rest, "\n```\n")
 	var steps []step
@@ -43,7 +43,7 @@ func consoleSession(t *testing.T, heading string) []step {
 			continue
 		}
 		if len(steps) == 0 {
-			t.Fatalf("README.md's session after %q starts with output: %q", heading, line)
+			t.Fatalf("%s's session after %q starts with output: %q", page, heading, line)
 		}
 		steps[len(steps)-1].want = append(steps[len(steps)-1].want, line)
 	}
@@ -72,16 +72,16 @@ func normalize(lines []string) string {
 	return strings.Join(out, "\n")
 }
 
-// The README's admin API session runs as written against the quickstart,
-// turned on as the README says (a token, and the config's three admin
-// lines uncommented while the gateway runs), with the sluice command built
-// at ./bin/sluice and curl: every command prints what the README shows,
-// but for durations, which depend on when it runs.
-func TestREADMEAdminSession(t *testing.T) {
+// The admin API session of docs/operations.md runs as written against the
+// quickstart, turned on as the page says (a token, and the config's three
+// admin lines uncommented while the gateway runs), with the sluice command
+// built at ./bin/sluice and curl: every command prints what the page
+// shows, but for durations, which depend on when it runs.
+func TestOperationsAdminSession(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
-		t.Fatal("the README's session needs curl on PATH")
+		t.Fatal("the admin API session needs curl on PATH")
 	}
-	steps := consoleSession(t, "#### The admin API")
+	steps := consoleSession(t, "docs/operations.md", "## The admin API")
 	root := t.TempDir() // stands for the repository's root
 	if err := os.MkdirAll(filepath.Join(root, "bin"), 0o755); err != nil {
 		t.Fatal(err)
@@ -118,12 +118,12 @@ func TestREADMEAdminSession(t *testing.T) {
 		}
 	}
 	if uncommented != 3 {
-		t.Fatalf("examples/quickstart.yaml has %d of the three commented admin lines the README tells to uncomment", uncommented)
+		t.Fatalf("examples/quickstart.yaml has %d of the three commented admin lines docs/operations.md tells to uncomment", uncommented)
 	}
 	writeConfig(t, config, strings.Join(lines, "\n"))
 	eventually(t, "the reload that turns the admin API on", func() bool { return p.logged("configuration reloaded", nil) })
 
-	// An until in the future whenever the test runs: the README's, moved on.
+	// An until in the future whenever the test runs: the page's, moved on.
 	until := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`)
 	future := time.Now().UTC().AddDate(1, 0, 0).Truncate(24 * time.Hour).Format(time.RFC3339)
 	gateway := strings.TrimPrefix(p.url, "http://")
@@ -156,7 +156,7 @@ func TestREADMEAdminSession(t *testing.T) {
 		want := strings.Join(s.want, "\n")
 		want = until.ReplaceAllString(want, future)
 		if normalize(strings.Split(got, "\n")) != normalize(strings.Split(want, "\n")) {
-			t.Errorf("$ %s\ngot:\n%s\nthe README shows:\n%s", s.cmd, got, want)
+			t.Errorf("$ %s\ngot:\n%s\ndocs/operations.md shows:\n%s", s.cmd, got, want)
 		}
 	}
 }
