@@ -56,10 +56,10 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 		allowed := err == nil && (d.Allowed || tp != nil && a.Allowed())
 		var waited time.Duration
 		if err == nil && !allowed && rule.Action == Delay && !(d.Degraded && l.eng.FailsClosed()) {
-			waitStart := time.Now()
+			waitStart := l.clock.Now()
 			acquire(r.Context(), rule.MaxDelay)
 			allowed = err == nil && (d.Allowed || tp != nil && a.Allowed())
-			waited = time.Since(waitStart)
+			waited = l.clock.Now().Sub(waitStart)
 			if err != nil && r.Context().Err() != nil {
 				// The client left while it waited: not served.
 				l.refuseLeases(ctx, c)

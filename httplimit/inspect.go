@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -318,46 +319,118 @@ func (l *Limiter) ResetRequest(ctx context.Context, r *http.Request, rule string
 // the address. A key that is not a composite key of this package is
 // returned quoted.
 func KeyText(key string) string {
+	parts, ok := splitKey(key)
+	if !ok {
+		return strconv.Quote(key)
+	}
 	var out []string
+	for _, p := range parts {
+		if p.tag == 'g' && !p.missing {
+			continue // global: no value
+		}
+		out = append(out, p.text())
+	}
+	return strings.Join(out, " ")
+}
+
+// KeyString returns key, a composite key of the rule named rule (such as
+// RuleEvent.Key), with the names of the rule's key parts: "part=value" for
+// each, space separated, in the rule's order, the values as KeyText shows
+// them ("ip=192.0.2.1/32 header:X-Api-Key=k-123"), and a part that takes
+// no value by its name alone ("global"). It returns ErrUnknownRule for a
+// rule the Limiter does not have and ErrInvalidKey for a key the rule
+// cannot have made.
+func (l *Limiter) KeyString(rule, key string) (string, error) {
+	c := l.rule(rule)
+	if c == nil {
+		return "", fmt.Errorf("%w: %q", ErrUnknownRule, rule)
+	}
+	parts, ok := splitKey(key)
+	if !ok || len(parts) != len(c.Key) {
+		return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+	}
+	var b strings.Builder
+	for i, k := range c.Key {
+		p, ks := parts[i], k.source()
+		switch {
+		case p.missing:
+		case k.Source == SourceIP && p.tag == 'u':
+		case k.Source == SourceIP && p.tag == 'i':
+			if _, err := netip.ParsePrefix(p.value); err != nil {
+				return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+			}
+		case p.tag != ks.tag:
+			return "", fmt.Errorf("%w: rule %q: %q is not a key of %s", ErrInvalidKey, rule, key, keyString(c.Key))
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(k.String())
+		if ks.noValue && !p.missing {
+			continue
+		}
+		b.WriteByte('=')
+		b.WriteString(p.text())
+	}
+	return b.String(), nil
+}
+
+// keyPart is one part of a composite key, as splitKey finds it.
+type keyPart struct {
+	tag byte // its source's tag: 'i' for an address, 'u' for a request without one
+	// missing marks a part the request lacked, keyed by the client's
+	// address in its place.
+	missing bool
+	// value is the part's value: an address as a prefix
+	// ("203.0.113.7/32"), a digest as "#" and the digest, or the value.
+	value string
+}
+
+// text returns the part's value as KeyText shows it.
+func (p keyPart) text() string {
+	v := p.value
+	if p.missing {
+		v = "missing:" + v
+	}
+	if v == "" || strings.ContainsAny(v, " \"'\\") || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		v = strconv.Quote(v)
+	}
+	return v
+}
+
+// splitKey splits a composite key, as the key sources append them, into
+// its parts; ok is false for a string that is not such a key.
+func splitKey(key string) (parts []keyPart, ok bool) {
 	for rest := key; rest != ""; {
-		tag := rest[0]
+		p := keyPart{tag: rest[0]}
 		rest = rest[1:]
-		prefix := ""
-		if tag == 'm' && rest != "" && (rest[0] == 'i' || rest[0] == 'u') {
+		if p.tag == 'm' && rest != "" && (rest[0] == 'i' || rest[0] == 'u') {
 			// A missing part, keyed by the address after it (a method
 			// has a length after its tag).
-			prefix, tag, rest = "missing:", rest[0], rest[1:]
+			p.missing, p.tag, rest = true, rest[0], rest[1:]
 		}
-		var v string
 		switch {
-		case tag == 'i':
+		case p.tag == 'i':
 			slash := strings.IndexByte(rest, '/')
 			if slash < 0 {
-				return strconv.Quote(key)
+				return nil, false
 			}
 			end := slash + 1
 			for end < len(rest) && rest[end] >= '0' && rest[end] <= '9' {
 				end++
 			}
-			v, rest = rest[:end], rest[end:]
+			p.value, rest = rest[:end], rest[end:]
 		case strings.HasPrefix(rest, "#") && len(rest) >= 25:
-			v, rest = rest[:25], rest[25:]
+			p.value, rest = rest[:25], rest[25:]
 		default:
 			colon := strings.IndexByte(rest, ':')
 			n, err := strconv.Atoi(rest[:max(colon, 0)])
 			if colon < 0 || err != nil || n < 0 || n > len(rest)-colon-1 {
-				return strconv.Quote(key)
+				return nil, false
 			}
-			v, rest = rest[colon+1:colon+1+n], rest[colon+1+n:]
-			if tag == 'g' {
-				continue // global: no value
-			}
+			p.value, rest = rest[colon+1:colon+1+n], rest[colon+1+n:]
 		}
-		v = prefix + v
-		if v == "" || strings.ContainsAny(v, " \"'\\") || strings.IndexFunc(v, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-			v = strconv.Quote(v)
-		}
-		out = append(out, v)
+		parts = append(parts, p)
 	}
-	return strings.Join(out, " ")
+	return parts, true
 }

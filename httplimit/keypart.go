@@ -96,6 +96,9 @@ type request struct {
 
 	addrDone bool
 	addr     netip.Addr // invalid when the client has no usable address
+	// ipKey is the ip key part's form, once made (in ipKeyBuf).
+	ipKey    []byte
+	ipKeyBuf [48]byte
 
 	tierDone bool
 	tier     string

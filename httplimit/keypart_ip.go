@@ -25,7 +25,12 @@ func init() {
 		},
 		appendKey: func(q *request, dst []byte) []byte {
 			if a := q.clientAddr(); a.IsValid() {
-				return q.l.ip.Key(a).AppendTo(append(dst, 'i'))
+				// Rules keyed by ip are common: the key's text is made once
+				// per request.
+				if len(q.ipKey) == 0 {
+					q.ipKey = q.l.ip.Key(a).AppendTo(append(q.ipKeyBuf[:0], 'i'))
+				}
+				return append(dst, q.ipKey...)
 			}
 			// No usable connection address (a Unix socket, say): key by
 			// what there is, so such requests still share a bounded

@@ -147,7 +147,25 @@ type Options struct {
 	// matched or counted (Event.Outcome OutcomeDenied, Event.List the
 	// first list it is on).
 	Deny []*List
+	// Wait waits out a Delay rule's delay d for a request whose context is
+	// ctx: it returns nil once the request's turn has come, or an error
+	// (ctx's) once its client has gone, which gives its turn back. It is
+	// called only after the store has reserved the turn. Default: a timer
+	// on the wall clock that ends early when ctx is done. A replay of past
+	// traffic, on a store whose clock the log drives, returns nil at once:
+	// the turn is already the store's, and waiting would only take the
+	// replay's wall time.
+	Wait func(ctx context.Context, d time.Duration) error
+	// Clock tells the time that Event.Latency and a canceled request's
+	// Event.Delay are measured in. Default the wall clock. (The store
+	// keeps its own clock for decisions.)
+	Clock interface{ Now() time.Time }
 }
+
+// wallClock is the default Options.Clock.
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
 
 // Tracer starts the spans of traces, such as OpenTelemetry's: a span
 // named sluice.decide for each decision, with the attributes sluice.rules
@@ -198,6 +216,8 @@ type Limiter struct {
 	overrides Overrides
 	identity  Identity
 	deny      []*List
+	wait      func(ctx context.Context, d time.Duration) error
+	clock     interface{ Now() time.Time }
 	pool      sync.Pool
 }
 
@@ -283,6 +303,14 @@ func New(opts Options) (*Limiter, error) {
 		overrides:     opts.Overrides,
 		identity:      opts.Identity,
 		deny:          append([]*List(nil), opts.Deny...),
+		wait:          opts.Wait,
+		clock:         opts.Clock,
+	}
+	if l.clock == nil {
+		l.clock = wallClock{}
+	}
+	if l.wait == nil {
+		l.wait = waitTimer
 	}
 	for _, li := range l.deny {
 		if err := li.validate(); err != nil {
@@ -544,6 +572,7 @@ type RuleEvent struct {
 
 // call is the per-request scratch space, pooled.
 type call struct {
+	q        request
 	ev       Event
 	keyBuf   []byte
 	events   []RuleEvent
@@ -558,6 +587,7 @@ type call struct {
 }
 
 func (c *call) reset() {
+	c.q = request{}
 	c.ev = Event{}
 	clear(c.events)
 	c.events = c.events[:0]
@@ -579,23 +609,26 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if _, ok := r.Header[l.overLimit]; ok {
 		r.Header.Del(l.overLimit)
 	}
-	q := l.newRequest(r)
 	c := l.pool.Get().(*call)
 	defer func() { c.reset(); l.pool.Put(c) }()
+	// The request's state lives in the pooled call: on the stack it would
+	// escape (the key sources are called through function values).
+	c.q = l.newRequest(r)
+	q := &c.q
 
 	var start time.Time
 	if l.obs != nil {
-		start = time.Now()
+		start = l.clock.Now()
 	}
 	if len(l.deny) > 0 {
-		if li := onList(l.deny, &q); li != nil {
+		if li := onList(l.deny, q); li != nil {
 			c.ev = Event{Outcome: OutcomeDenied, List: li.Name}
 			l.observe(r, &c.ev, start)
 			l.forbid(w)
 			return
 		}
 	}
-	exempt := l.match(c, &q)
+	exempt := l.match(c, q)
 	if len(c.events) == 0 {
 		next.ServeHTTP(w, r)
 		return
@@ -614,7 +647,10 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
-	ctx := context.WithoutCancel(r.Context()) // see Handler
+	ctx := r.Context()
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx) // see Handler; a context without Done is never canceled
+	}
 	switch l.decide(ctx, c) {
 	case engine.Unavailable:
 		ev.Outcome = OutcomeError
@@ -633,20 +669,16 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		ev.Outcome = OutcomeError
 	}
 	if l.obs != nil {
-		ev.Latency = time.Since(start)
+		ev.Latency = l.clock.Now().Sub(start)
 	}
 	if len(c.soft) > 0 {
 		r.Header.Set(l.overLimit, string(c.soft))
 	}
 	if delay := c.eng.MaxDelay(); delay > 0 {
-		waitStart := time.Now()
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
+		waitStart := l.clock.Now()
+		if err := l.wait(r.Context(), delay); err != nil {
 			// The client left: not a store failure, and not a delay
 			// served. Its reservations are given back.
-			t.Stop()
 			l.cancel(ctx, c)
 			l.refundCounted(ctx, c)
 			for i := range c.events {
@@ -654,7 +686,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 					e.Outcome = OutcomeCanceled
 				}
 			}
-			ev.Outcome, ev.Delay = OutcomeCanceled, time.Since(waitStart)
+			ev.Outcome, ev.Delay = OutcomeCanceled, l.clock.Now().Sub(waitStart)
 			if l.obs != nil {
 				l.obs.Observe(r, ev)
 			}
@@ -683,9 +715,21 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	next.ServeHTTP(w, r)
 }
 
+// waitTimer is the default Options.Wait: a timer on the wall clock.
+func waitTimer(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (l *Limiter) observe(r *http.Request, ev *Event, start time.Time) {
 	if l.obs != nil {
-		ev.Latency = time.Since(start)
+		ev.Latency = l.clock.Now().Sub(start)
 		l.obs.Observe(r, ev)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"strings"
 
-	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/filewatch"
@@ -18,12 +17,10 @@ import (
 
 // options maps a config file onto the gateway's options.
 func options(cfg *config.Config) (server.Options, error) {
-	ip, err := clientip.New(cfg.ClientIP)
+	lo, err := cfg.LimiterOptions()
 	if err != nil {
-		return server.Options{}, fmt.Errorf("client_ip: %w", err)
+		return server.Options{}, err
 	}
-	lo := cfg.Limiter
-	lo.ClientIP = ip
 	host := proxy.HostUpstream
 	if cfg.Proxy.PreserveHost {
 		host = proxy.HostPreserve

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -23,6 +24,9 @@ Usage:
   sluice serve --config FILE     run whatever FILE enables: the gateway,
                                  forward-auth, the rate-limit service, admin
   sluice check-config FILE       validate FILE; exit 1 with every problem found
+  sluice replay --config FILE LOG...
+                                 decide access logs with FILE's rules and report
+                                 who would have been limited
   sluice client ...              per-client overrides, through the admin API
   sluice key ...                 look at or reset a key, through the admin API
   sluice descriptor ...          look at, reset or override a descriptor of the
@@ -77,6 +81,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // RunWithReady is Run, calling ready with the bound addresses once serve
 // listens (tests start the gateway on port 0).
 func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, ready func(listen, admin net.Addr)) int {
+	return run(ctx, args, os.Stdin, stdout, stderr, ready)
+}
+
+// RunWithStdin is Run reading the standard input (replay's "-") from
+// stdin.
+func RunWithStdin(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(ctx, args, stdin, stdout, stderr, nil)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, ready func(listen, admin net.Addr)) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -86,6 +100,8 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return serve(ctx, args[1:], stdout, stderr, ready)
 	case "check-config":
 		return checkConfig(args[1:], stdout, stderr)
+	case "replay":
+		return replayCmd(ctx, args[1:], stdin, stdout, stderr)
 	case "client", "key", "descriptor":
 		return adminCommand(ctx, args, stdout, stderr)
 	case "top":
@@ -108,8 +124,8 @@ func RunWithReady(ctx context.Context, args []string, stdout, stderr io.Writer, 
 			return badUsage(stderr, "sluice help", "sluice", "want one COMMAND, got %s", strings.Join(args[1:], " "))
 		}
 		switch args[1] {
-		case "serve", "check-config", "version", "completion", "client", "key", "descriptor", "top":
-			return RunWithReady(ctx, append(slices.Clone(args[1:]), "-h"), stdout, stderr, ready)
+		case "serve", "check-config", "replay", "version", "completion", "client", "key", "descriptor", "top":
+			return run(ctx, append(slices.Clone(args[1:]), "-h"), stdin, stdout, stderr, ready)
 		}
 		return badUsage(stderr, "sluice help", "sluice", "unknown command %q", args[1])
 	default:

@@ -34,6 +34,7 @@ type argKind int
 const (
 	argNone    argKind = iota
 	argFile            // the first is a file name
+	argFiles           // every one is a file name
 	argShell           // the first is a shell that completion supports
 	argCommand         // the first is a command name, the second an admin group's subcommand
 )
@@ -93,6 +94,8 @@ func commandTable() []cliCommand {
 				"log-level":  {"debug", "info", "warn", "error"},
 			}},
 		{name: "check-config", summary: "validate a config file", arg: argFile},
+		{name: "replay", summary: "decide access logs with a config file's rules", flags: replayFlagSet, arg: argFiles,
+			values: map[string][]string{"format": {"combined", "json", "envoy"}}},
 		adminCommandSpec("client", "per-client overrides, through the admin API"),
 		adminCommandSpec("key", "look at or reset a key, through the admin API"),
 		adminCommandSpec("descriptor", "a descriptor of the rate-limit service, through the admin API"),
@@ -299,7 +302,7 @@ func complete(words []string) (cands []candidate, files bool, prefix string) {
 		}
 	case len(cmd.subs) > 0 && sub == "":
 		subsOf(cmd)
-	case cmd.arg == argFile && len(args) == 0:
+	case cmd.arg == argFile && len(args) == 0, cmd.arg == argFiles:
 		return nil, true, ""
 	case cmd.arg == argShell && len(args) == 0:
 		for _, s := range shells {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/internal/replay"
 )
 
 func TestComplete(t *testing.T) {
@@ -17,7 +19,7 @@ func TestComplete(t *testing.T) {
 		want  []string
 		files bool
 	}{
-		{[]string{""}, []string{"serve", "check-config", "client", "key", "descriptor", "top", "version", "completion", "help"}, false},
+		{[]string{""}, []string{"serve", "check-config", "replay", "client", "key", "descriptor", "top", "version", "completion", "help"}, false},
 		{[]string{"top", "--by", ""}, []string{"limited", "requests"}, false},
 		{[]string{"top", "--o"}, []string{"--once"}, false},
 		{[]string{"top", "--token-file", ""}, nil, true},
@@ -36,6 +38,9 @@ func TestComplete(t *testing.T) {
 		{[]string{"serve", "--nope", ""}, nil, false},
 		{[]string{"check-config", ""}, nil, true},
 		{[]string{"check-config", "a.yaml", ""}, nil, false},
+		{[]string{"replay", "--format", ""}, []string{"combined", "json", "envoy"}, false},
+		{[]string{"replay", "--html", ""}, nil, true},
+		{[]string{"replay", "--config", "a.yaml", "access.log", ""}, nil, true},
 		{[]string{"client", ""}, []string{"list", "show", "set-tier", "set-limit", "set-anchor", "remove"}, false},
 		{[]string{"client", "--"}, []string{"--help"}, false},
 		{[]string{"client", "nope", ""}, nil, false},
@@ -128,6 +133,8 @@ func TestCommandTableMatchesTheCommands(t *testing.T) {
 					_, err = newLogger(io.Discard, v, "info")
 				case "log-level":
 					_, err = newLogger(io.Discard, "text", v)
+				case "format":
+					_, err = replay.ParseFormat(v)
 				case "by", "window":
 					var a topArgs
 					if err = a.flagSet().Parse([]string{"--" + name, v}); err == nil && a.check() != "" {

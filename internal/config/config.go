@@ -62,6 +62,19 @@ type Config struct {
 	listFiles []listFile
 }
 
+// LimiterOptions returns the options of the gateway's limiter: Limiter
+// with ClientIP built from the client_ip section. Store, Observer,
+// Overrides and Identity are left for the caller to fill.
+func (c *Config) LimiterOptions() (httplimit.Options, error) {
+	ip, err := clientip.New(c.ClientIP)
+	if err != nil {
+		return httplimit.Options{}, fmt.Errorf("client_ip: %w", err)
+	}
+	lo := c.Limiter
+	lo.ClientIP = ip
+	return lo, nil
+}
+
 // Gateway reports whether the file runs the gateway listener: it does
 // when it names an upstream.
 func (c *Config) Gateway() bool { return c.Upstream != "" }

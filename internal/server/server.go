@@ -40,6 +40,7 @@ import (
 	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
 	"github.com/sluicehq/sluice/internal/topk"
+	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
@@ -91,6 +92,10 @@ type Options struct {
 	// MaxKeys caps the in-memory store's entries (and, with Redis, the
 	// local fallback's). Default 1,000,000.
 	MaxKeys int
+	// Clock tells the in-memory store the time (and, with Redis, the
+	// local fallback). Default clock.Default(). Tests that decide at
+	// exact times set a *clock.Fake.
+	Clock memstore.Clock
 	// Redis configures the Redis store when Backend is "redis".
 	Redis redisstore.Options
 	// Limiter holds the rules, tiers, headers and client-IP settings.

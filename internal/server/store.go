@@ -20,13 +20,13 @@ import (
 func (g *Server) openStore(backend string, reg prometheus.Registerer, m *metrics) error {
 	switch backend {
 	case "memory":
-		s := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys})
+		s := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys, Clock: g.opts.Clock})
 		g.store, g.closer = s, s.Close
 		g.ready = func(context.Context) error { return nil }
 		registerMemstore(reg, s, "the in-memory store")
 	case "redis":
 		ro := g.opts.Redis
-		local := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys})
+		local := memstore.New(memstore.Options{MaxKeys: g.opts.MaxKeys, Clock: g.opts.Clock})
 		if ro.Fallback == nil {
 			ro.Fallback = local
 		}

@@ -1,0 +1,393 @@
+package replay
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/config"
+)
+
+func TestParseCombined(t *testing.T) {
+	at := time.Date(2023, 10, 10, 13, 55, 36, 0, time.UTC).UnixNano()
+	tests := []struct {
+		name, line                 string
+		err                        error
+		client, method, target, ua string
+		xff                        string
+		status                     int
+		time                       int64
+	}{
+		{name: "nginx combined", line: `203.0.113.7 - - [10/Oct/2023:13:55:36 +0000] "GET /a?b=1 HTTP/1.1" 200 512 "https://ex.com/" "curl/8.5.0"`,
+			client: "203.0.113.7", method: "GET", target: "/a?b=1", ua: "curl/8.5.0", status: 200, time: at},
+		{name: "nginx main, with X-Forwarded-For", line: `10.0.0.2 - alice [10/Oct/2023:15:55:36 +0200] "POST /login HTTP/2.0" 429 0 "-" "Mozilla/5.0 (X11)" "198.51.100.9, 10.0.0.1"`,
+			client: "10.0.0.2", method: "POST", target: "/login", ua: "Mozilla/5.0 (X11)", xff: "198.51.100.9, 10.0.0.1", status: 429, time: at},
+		{name: "common", line: `::1 - - [10/Oct/2023:13:55:36 +0000] "HEAD / HTTP/1.0" 304 -`,
+			client: "::1", method: "HEAD", target: "/", status: 304, time: at},
+		{name: "escapes", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET /q\x22x HTTP/1.1" 200 1 "-" "a \"b\" \\c"`,
+			client: "1.2.3.4", method: "GET", target: `/q"x`, ua: `a "b" \c`, status: 200, time: at},
+		{name: "a user with a space", line: `1.2.3.4 - bob smith [10/Oct/2023:13:55:36 +0000] "GET /x HTTP/1.1" 200 1`,
+			client: "1.2.3.4", method: "GET", target: "/x", status: 200, time: at},
+		{name: "absolute form", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET http://api.example.com/x HTTP/1.1" 200 1`,
+			client: "1.2.3.4", method: "GET", target: "http://api.example.com/x", status: 200, time: at},
+		{name: "no request", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "-" 400 0 "-" "-"`, err: errNoRequest},
+		{name: "TLS on the HTTP port", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "\x16\x03\x01\x02\x00\x01\x00\x01\xFC\x03\x03" 400 157 "-" "-"`, err: errNoRequest},
+		{name: "bad time", line: `1.2.3.4 - - [10/Foo/2023:13:55:36 +0000] "GET / HTTP/1.1" 200 1`, err: errTime},
+		{name: "29 February of a common year", line: `1.2.3.4 - - [29/Feb/2023:13:55:36 +0000] "GET / HTTP/1.1" 200 1`, err: errTime},
+		{name: "bad status", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET / HTTP/1.1" 2000 1`, err: errStatus},
+		{name: "unterminated", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET / HTTP/1.1`, err: errSyntax},
+		{name: "not combined", line: `{"time":"x"}`, err: errSyntax},
+		{name: "garbage", line: "\x00\x01\x02 \xff\xfe", err: errSyntax},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var p combinedParser
+			var req Request
+			err := p.parse([]byte(tt.line), &req)
+			if !errors.Is(err, tt.err) {
+				t.Fatalf("got error %v, want %v", err, tt.err)
+			}
+			if err != nil {
+				return
+			}
+			if string(req.Client) != tt.client || string(req.Method) != tt.method || string(req.Target) != tt.target || req.Status != tt.status || req.Time != tt.time {
+				t.Errorf("got %q %q %q %d at %d; want %q %q %q %d at %d", req.Client, req.Method, req.Target, req.Status, req.Time, tt.client, tt.method, tt.target, tt.status, tt.time)
+			}
+			if got := header(&req, "User-Agent"); got != tt.ua {
+				t.Errorf("User-Agent %q, want %q", got, tt.ua)
+			}
+			if got := header(&req, "X-Forwarded-For"); got != tt.xff {
+				t.Errorf("X-Forwarded-For %q, want %q", got, tt.xff)
+			}
+		})
+	}
+}
+
+func header(r *Request, name string) string {
+	for _, h := range r.Headers {
+		if h.Name == name {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+func TestParseEnvoy(t *testing.T) {
+	line := `[2016-04-15T20:17:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "198.51.100.3, 10.0.35.28" "nsq2http" "cc21d9b0-cf5c-432b-8c7e-98aeb7988cd2" "locations" "tcp://10.0.2.1:80"`
+	var req Request
+	if err := (envoyParser{}).parse([]byte(line), &req); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2016, 4, 15, 20, 17, 0, 310e6, time.UTC).UnixNano()
+	if req.Time != want || string(req.Method) != "POST" || string(req.Target) != "/api/v1/locations" || req.Status != 204 ||
+		string(req.Client) != "10.0.35.28" || header(&req, "X-Forwarded-For") != "198.51.100.3" || string(req.Host) != "locations" || header(&req, "User-Agent") != "nsq2http" {
+		t.Errorf("got %+v", req)
+	}
+	for _, bad := range []string{
+		`[2016-04-15T20:17:00.310Z] "POST /x HTTP/2" 204 - 154 0 226 100 "a" "b" "c"`,
+		`2016-04-15T20:17:00.310Z "POST /x HTTP/2" 204`,
+		`[yesterday] "POST /x HTTP/2" 204 - 154 0 226 100 "a" "b" "c" "d" "e"`,
+	} {
+		if err := (envoyParser{}).parse([]byte(bad), &req); err == nil {
+			t.Errorf("%q: parsed", bad)
+		}
+	}
+}
+
+func TestParseJSON(t *testing.T) {
+	fields, err := ParseJSONFields("time=ts,client=ip,header:X-Api-Key=key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newJSONParser(fields)
+	var req Request
+	line := `{"ts": 1696946136.25, "ip":"203.0.113.7", "request":"GET /a\u002fb?c=\"d\" HTTP/1.1", "status":"200", "key":"k-1", "http_x_plan":"gold", "http_user_agent":"\ud83d\ude00", "obj":{"x":[1,2,{"y":"]"}]}, "n":null}`
+	if err := p.parse([]byte(line), &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.Time != 1696946136250000000 || string(req.Client) != "203.0.113.7" || string(req.Method) != "GET" || string(req.Target) != `/a/b?c="d"` || req.Status != 200 {
+		t.Errorf("got %+v", req)
+	}
+	for name, want := range map[string]string{"X-Api-Key": "k-1", "X-Plan": "gold", "User-Agent": "😀"} {
+		if got := header(&req, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	p = newJSONParser(JSONFields{})
+	for _, tt := range []struct {
+		line string
+		err  error
+	}{
+		{`{"time":"2023-10-10T13:55:36+02:00","remote_addr":"::1","request_method":"GET","request_uri":"/","status":200}`, nil},
+		{`{"time":"10/Oct/2023:13:55:36 +0000","request_method":"GET","request_uri":"/"}`, nil},
+		{`{"remote_addr":"::1","request_method":"GET","request_uri":"/"}`, errMissingTime},
+		{`{"time":"2023-10-10T13:55:36Z","remote_addr":"::1"}`, errMissingReq},
+		{`{"time":"soon","request_method":"GET","request_uri":"/"}`, errTime},
+		{`{"time":"2023-10-10T13:55:36Z","request_method":"G ET","request_uri":"/"}`, errMethod},
+		{`{"time":"2023-10-10T13:55:36Z","request_method":"GET","request_uri":"/"} x`, errJSON},
+		{`{"time":"2023-10-10T13:55:36Z",`, errJSON},
+		{`[1,2]`, errJSON},
+		{`{"a":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}`, errJSON},
+	} {
+		if err := p.parse([]byte(tt.line), &req); !errors.Is(err, tt.err) {
+			t.Errorf("%.60q: got %v, want %v", tt.line, err, tt.err)
+		}
+	}
+	for _, bad := range []string{"time", "colour=x", "header:Bad Name=x", "client="} {
+		if _, err := ParseJSONFields(bad); !errors.Is(err, ErrUsage) {
+			t.Errorf("ParseJSONFields(%q): got %v, want ErrUsage", bad, err)
+		}
+	}
+}
+
+// TestBadLogs replays logs that are empty, broken, huge, unsorted or
+// garbage: each gives its counts, and none stops the replay.
+func TestBadLogs(t *testing.T) {
+	cfg := loadTestConfig(t, "testdata/known.yaml")
+	good := func(sec int) string {
+		return `192.0.2.1 - - [20/Nov/2026:12:00:` + string(rune('0'+sec/10)) + string(rune('0'+sec%10)) + ` +0000] "GET /api/x HTTP/1.1" 200 1 "-" "t"` + "\n"
+	}
+	garbage := make([]byte, 4096)
+	for i := range garbage {
+		garbage[i] = byte(i * 7919 % 251)
+	}
+	tests := []struct {
+		name                            string
+		log                             string
+		tolerance                       time.Duration
+		lines, unparsed, requests, late int64
+		firstBad                        []int64
+	}{
+		{name: "empty", log: ""},
+		{name: "no final newline", log: good(1) + strings.TrimSuffix(good(2), "\n"), lines: 2, requests: 2},
+		{name: "CRLF", log: strings.ReplaceAll(good(1)+good(2), "\n", "\r\n"), lines: 2, requests: 2},
+		{name: "blank and broken lines", log: good(1) + "\n" + "oops\n" + good(2) + `1.2.3.4 - - [20/Nov/2026:12:00:03 +0000] "GET /x` + "\n",
+			lines: 5, unparsed: 3, requests: 2, firstBad: []int64{2, 3, 5}},
+		{name: "a huge line", log: good(1) + strings.Repeat("x", MaxLineBytes+10) + "\n" + good(2), lines: 3, unparsed: 1, requests: 2, firstBad: []int64{2}},
+		{name: "a long line within the limit", log: good(1) + `1.2.3.4 - - [20/Nov/2026:12:00:02 +0000] "GET /` + strings.Repeat("a", 300000) + ` HTTP/1.1" 200 1` + "\n", lines: 2, requests: 2},
+		{name: "binary garbage", log: good(1) + string(garbage) + "\n" + good(2), lines: 2 + int64(bytes.Count(garbage, []byte("\n"))) + 1,
+			unparsed: int64(bytes.Count(garbage, []byte("\n"))) + 1, requests: 2},
+		{name: "unsorted within the tolerance", log: good(5) + good(3) + good(4) + good(9) + good(6), tolerance: 5 * time.Second, lines: 5, requests: 5},
+		{name: "unsorted beyond the tolerance", log: good(5) + good(3) + good(9) + good(1), tolerance: 2 * time.Second, lines: 4, requests: 4, late: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{"-"}, Stdin: strings.NewReader(tt.log), Tolerance: tt.tolerance})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Lines != tt.lines || rep.Unparsed != tt.unparsed || rep.Requests != tt.requests || rep.Late != tt.late {
+				t.Errorf("lines %d, unparsed %d, requests %d, late %d; want %d, %d, %d, %d", rep.Lines, rep.Unparsed, rep.Requests, rep.Late, tt.lines, tt.unparsed, tt.requests, tt.late)
+			}
+			for i, n := range tt.firstBad {
+				if i >= len(rep.UnparsedLines) || rep.UnparsedLines[i].Line != n {
+					t.Errorf("unparsed lines %+v, want line %d at %d", rep.UnparsedLines, n, i)
+				}
+			}
+			var sum int64
+			for _, r := range rep.UnparsedReasons {
+				sum += r.Lines
+			}
+			if sum != rep.Unparsed {
+				t.Errorf("the reasons count %d lines, unparsed %d", sum, rep.Unparsed)
+			}
+			if int64(len(rep.UnparsedLines)) != min(rep.Unparsed, MaxListedLines) {
+				t.Errorf("%d unparsed lines listed of %d", len(rep.UnparsedLines), rep.Unparsed)
+			}
+			if err := WriteText(&bytes.Buffer{}, rep); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestLateLinesDecidedAtTheLatestTime: within the tolerance a line is
+// decided at its own time, beyond it at the latest time reached.
+func TestLateLinesDecidedAtTheLatestTime(t *testing.T) {
+	cfg := loadTestConfig(t, "testdata/known.yaml")
+	// /sl/ allows 10 a minute: 10 at 12:01:00 fill it; a line of 12:00:30
+	// decided at its own time would see them in its window only if the
+	// log's clock went back.
+	var b strings.Builder
+	for range 10 {
+		b.WriteString(`192.0.2.1 - - [20/Nov/2026:12:01:00 +0000] "GET /sl/x HTTP/1.1" 200 1` + "\n")
+	}
+	b.WriteString(`192.0.2.1 - - [20/Nov/2026:12:00:30 +0000] "GET /sl/x HTTP/1.1" 200 1` + "\n")
+	for _, tt := range []struct {
+		tolerance     time.Duration
+		late, limited int64
+	}{
+		{tolerance: 0, late: 1, limited: 1},           // decided at 12:01:00, after the ten
+		{tolerance: time.Minute, late: 0, limited: 1}, // sorted first: the ten's last is refused
+	} {
+		rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{"-"}, Stdin: strings.NewReader(b.String()), Tolerance: tt.tolerance})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Late != tt.late || rep.Rules[2].Limited != tt.limited {
+			t.Errorf("tolerance %v: late %d, limited %d; want %d, %d", tt.tolerance, rep.Late, rep.Rules[2].Limited, tt.late, tt.limited)
+		}
+		if tt.late > 0 && (len(rep.LateLines) != 1 || rep.LateLines[0].Line != 11) {
+			t.Errorf("late lines %+v, want line 11", rep.LateLines)
+		}
+	}
+}
+
+// TestLogFiles reads files, gzip ones (by name and by content), several
+// merged by time, and reports the ones it cannot read.
+func TestLogFiles(t *testing.T) {
+	cfg := loadTestConfig(t, "testdata/known.yaml")
+	dir := t.TempDir()
+	hs := knownTraffic()
+	log := writeLog(t, Combined, hs)
+	lines := bytes.SplitAfter(log, []byte("\n"))
+	// Two gateways' logs: alternate lines, one of them gzipped, another
+	// gzipped under a name without .gz.
+	var a, b bytes.Buffer
+	for i, l := range lines {
+		if i%2 == 0 {
+			a.Write(l)
+		} else {
+			b.Write(l)
+		}
+	}
+	write := func(name string, data []byte, gz bool) string {
+		path := filepath.Join(dir, name)
+		if gz {
+			var z bytes.Buffer
+			w := gzip.NewWriter(&z)
+			w.Write(data)
+			w.Close()
+			data = z.Bytes()
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	whole, err := Run(context.Background(), Options{Config: cfg, Logs: []string{write("all.log", log, false)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	merged, err := Run(context.Background(), Options{Config: cfg, Logs: []string{write("a.log.gz", a.Bytes(), true), write("b.log", b.Bytes(), true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if merged.Requests != whole.Requests || merged.Late != 0 {
+		t.Fatalf("merged: %d requests, %d late; want %d, 0", merged.Requests, merged.Late, whole.Requests)
+	}
+	for i := range whole.Rules {
+		if w, m := whole.Rules[i], merged.Rules[i]; w.Limited != m.Limited || w.Admitted != m.Admitted {
+			t.Errorf("%s: merged admitted %d, limited %d; one log %d, %d", w.Rule, m.Admitted, m.Limited, w.Admitted, w.Limited)
+		}
+	}
+	// A truncated gzip stream: replayed up to the break, and said.
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(log)
+	w.Close()
+	cut := write("cut.log.gz", z.Bytes()[:z.Len()/2], false)
+	rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{cut}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.ReadErrors) != 1 || !strings.Contains(rep.ReadErrors[0], "cut.log.gz") || rep.Requests == 0 {
+		t.Errorf("truncated gzip: read errors %q, %d requests", rep.ReadErrors, rep.Requests)
+	}
+	for _, bad := range []string{filepath.Join(dir, "missing.log"), dir} {
+		if _, err := Run(context.Background(), Options{Config: cfg, Logs: []string{bad}}); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Config: cfg, Logs: []string{write("bad.gz", []byte("plain"), false)}}); err == nil || !strings.Contains(err.Error(), "gzip") {
+		t.Errorf("a .gz that is not gzip: got %v", err)
+	}
+}
+
+// The fuzz targets: no input makes a parser panic, and what a parser
+// accepts is a request replay can rebuild.
+
+func checkParsed(t *testing.T, req *Request) {
+	t.Helper()
+	if !isToken(req.Method) || checkTarget(req.Target) != nil || req.Time < 0 || req.Status != 0 && (req.Status < 100 || req.Status > 999) {
+		t.Fatalf("accepted %+v", req)
+	}
+	d, err := newDecider(loadFuzzConfig(t), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	if err := d.decide(req, req.Time); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func loadFuzzConfig(t *testing.T) *config.Config { return loadTestConfig(t, "testdata/live.yaml") }
+
+func FuzzParseCombined(f *testing.F) {
+	f.Add([]byte(`203.0.113.7 - - [10/Oct/2023:13:55:36 +0000] "GET /a?b=1 HTTP/1.1" 200 512 "https://ex.com/" "curl/8.5.0" "1.2.3.4"`))
+	f.Add([]byte(`1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET /q\x22x HTTP/1.1" 200 1 "-" "a \"b\""`))
+	f.Add([]byte(`1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "-" 400 0 "-" "-"`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var p combinedParser
+		var req Request
+		if p.parse(line, &req) == nil {
+			checkParsed(t, &req)
+		}
+	})
+}
+
+func FuzzParseJSON(f *testing.F) {
+	f.Add([]byte(`{"time":"2023-10-10T13:55:36.5+02:00","remote_addr":"::1","request":"GET / HTTP/1.1","status":200,"http_x":"\u00e9"}`))
+	f.Add([]byte(`{"time":1696946136,"request_method":"GET","request_uri":"/","a":{"b":["c",{"d":null}]}}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var req Request
+		if newJSONParser(JSONFields{}).parse(line, &req) == nil {
+			checkParsed(t, &req)
+		}
+	})
+}
+
+func FuzzParseEnvoy(f *testing.F) {
+	f.Add([]byte(`[2016-04-15T20:17:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28" "nsq2http" "cc21d9b0" "locations" "tcp://10.0.2.1:80"`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var req Request
+		if (envoyParser{}).parse(line, &req) == nil {
+			checkParsed(t, &req)
+		}
+	})
+}
+
+// FuzzParseTime holds the timestamp parsers to package time.
+func FuzzParseTime(f *testing.F) {
+	f.Add("2023-10-10T13:55:36.123456789+02:00")
+	f.Add("10/Oct/2023:13:55:36 -0700")
+	f.Add("1696946136.5")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := parseRFC3339([]byte(s))
+		if want, err := time.Parse(time.RFC3339Nano, s); err == nil && want.Year() >= 1970 && want.Year() <= maxYear && !strings.ContainsAny(s, "tz ,") && len(s) <= 35 &&
+			len(s) >= 20 && s[13] == ':' && s[16] == ':' { // time.Parse takes one-digit hours too
+			if !ok || got != want.UnixNano() {
+				t.Fatalf("parseRFC3339(%q) = %d, %v; time.Parse gives %d", s, got, ok, want.UnixNano())
+			}
+		}
+		got, ok = parseLocalTime([]byte(s))
+		// time.Parse also takes one-digit hours and months in any case.
+		strict := len(s) == 26 && slices.Contains(months[:], s[3:6])
+		if want, err := time.Parse("02/Jan/2006:15:04:05 -0700", s); err == nil && want.Year() >= 1970 && want.Year() <= maxYear && strict {
+			if !ok || got != want.UnixNano() {
+				t.Fatalf("parseLocalTime(%q) = %d, %v; time.Parse gives %d", s, got, ok, want.UnixNano())
+			}
+		} else if ok && err != nil && !strings.Contains(err.Error(), "out of range") {
+			t.Fatalf("parseLocalTime(%q) accepted what time.Parse refuses: %v", s, err)
+		}
+		parseEpoch([]byte(s))
+	})
+}
