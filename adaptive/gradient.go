@@ -16,9 +16,10 @@ const (
 	maxWindowSamples = 1000
 	// minProbeSamples is the fewest samples a probe takes.
 	minProbeSamples = 8
-	// aboveToProbe is how many windows in a row above the tolerance make
-	// the controller probe early: the upstream may have slowed for good,
-	// and the no-load latency it has is stale.
+	// aboveToProbe is how many windows in a row above the tolerance, the
+	// limit shrinking meanwhile by a quarter, make the controller probe
+	// early: the upstream may have slowed for good, and the no-load
+	// latency it has is stale.
 	aboveToProbe = 10
 	// minGradient and maxGradient bound one window's change of the limit.
 	minGradient, maxGradient = 0.5, 2.0
@@ -26,9 +27,9 @@ const (
 
 // sample is one request's latency as the controller sees it.
 type sample struct {
-	latency  time.Duration // from its admission to its answer
-	probe    uint64        // the probe it was admitted to measure (see admitted), or 0
-	dropped  bool          // Overloaded: no latency, a sign to shrink
+	latency time.Duration // from its admission to its answer
+	probe   uint64        // the probe it was admitted to measure (see admitted), or 0
+	dropped bool          // Overloaded: no latency, a sign to shrink
 }
 
 // gradient is the controller of a Limiter's limit: pure (times are
@@ -44,6 +45,8 @@ type gradient struct {
 	drops    int             // the window's dropped samples
 	winMax   int             // the most requests in flight during the window
 	above    int             // windows in a row above the tolerance
+	// aboveFrom is the limit when they began.
+	aboveFrom float64
 
 	started    bool
 	probing    bool
@@ -141,14 +144,17 @@ func (g *gradient) update(o *Options, now time.Time) {
 		if g.noLoad == 0 || g.latency < g.noLoad {
 			// A window faster than the no-load latency shows it stale
 			// (or, before any probe ended, is all there is): it is
-			// lowered at once, and measured again soon.
+			// lowered at once and, if the window was much faster than
+			// a probe's noise, measured again soon.
+			if g.noLoad != 0 && g.latency < g.noLoad*9/10 {
+				g.nextProbe = minTime(g.nextProbe, g.lastProbe.Add(aboveToProbe*o.Window), now.Add(aboveToProbe*o.Window))
+			}
 			g.noLoad = g.latency
-			g.nextProbe = minTime(g.nextProbe, g.lastProbe.Add(aboveToProbe*o.Window), now.Add(aboveToProbe*o.Window))
 		}
 		target := float64(g.noLoad) * (1 + o.Tolerance)
 		grad = min(max(target/float64(max(g.latency, 1)), minGradient), maxGradient)
 		if g.latency > time.Duration(target) {
-			g.above++
+			g.markAbove()
 		} else {
 			g.above = 0
 		}
@@ -158,7 +164,7 @@ func (g *gradient) update(o *Options, now time.Time) {
 			grad = min(grad, max(1-float64(g.drops)/float64(n), minGradient))
 		}
 	} else {
-		g.above++
+		g.markAbove()
 	}
 	next := g.limit * grad
 	if next > g.limit && float64(g.winMax) < g.limit/2 {
@@ -169,9 +175,21 @@ func (g *gradient) update(o *Options, now time.Time) {
 	g.limit += o.Smoothing * (next - g.limit)
 	g.limit = min(max(g.limit, float64(o.MinLimit)), float64(o.MaxLimit))
 	g.resetWindow(now)
-	if g.above >= aboveToProbe && now.Sub(g.lastProbe) >= aboveToProbe*o.Window {
+	if g.above >= aboveToProbe && (g.limit <= 0.75*g.aboveFrom || g.limit == float64(o.MinLimit)) && now.Sub(g.lastProbe) >= aboveToProbe*o.Window {
+		// Ten windows above the tolerance while the limit shrank by a
+		// quarter (or could not): not the noise of a limit at its
+		// tolerance, but an upstream slower than its no-load latency
+		// says.
 		g.startProbe(o, now)
 	}
+}
+
+// markAbove counts a window above the tolerance.
+func (g *gradient) markAbove() {
+	if g.above == 0 {
+		g.aboveFrom = g.limit
+	}
+	g.above++
 }
 
 func (g *gradient) resetWindow(now time.Time) {

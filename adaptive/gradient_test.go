@@ -231,12 +231,19 @@ func TestGradientProbesEarlyWhenTheUpstreamSlows(t *testing.T) {
 	}
 }
 
-// A window faster than the no-load latency lowers it at once, and the
-// next probe comes within ten windows.
+// A window faster than the no-load latency lowers it at once, and when it
+// is much faster (by 10%) the next probe comes within ten windows.
 func TestGradientFasterWindowLowersTheNoLoadLatency(t *testing.T) {
 	c := newCtl(t, Options{ProbeInterval: time.Hour})
 	c.probe(100 * time.Millisecond)
 	c.now = c.now.Add(time.Minute)
+	c.window(20, c.g.effective(), 95*time.Millisecond, 0)
+	if c.g.noLoad != 95*time.Millisecond {
+		t.Errorf("no-load latency %v, want 95ms", c.g.noLoad)
+	}
+	if d := c.g.nextProbe.Sub(c.now); d < time.Minute {
+		t.Errorf("next probe in %v after a window 5%% faster, want it left at its time", d)
+	}
 	c.window(20, c.g.effective(), 60*time.Millisecond, 0)
 	if c.g.noLoad != 60*time.Millisecond {
 		t.Errorf("no-load latency %v, want 60ms", c.g.noLoad)
