@@ -108,3 +108,27 @@ func FuzzConcurrencyRule(f *testing.F) {
 		}
 	})
 }
+
+// A concurrency rule without a rate limit runs on Redis: it has no rate
+// for the Redis store to check.
+func TestConcurrencyRuleOnRedis(t *testing.T) {
+	c, err := config.Parse([]byte(`upstream: builtin:echo
+store: { backend: redis, redis: { url: "redis://127.0.0.1:6379/0" } }
+rules:
+  - { name: exports, concurrency: 3, lease: 30s }
+  - { name: search, concurrency: 3, lease: 30s, algorithm: gcra, limit: 10, period: 1500ns }
+`), "c.yaml")
+	if err == nil || !strings.Contains(err.Error(), "rules[1].period") || strings.Contains(err.Error(), "rules[0]") {
+		t.Fatalf("got %v, want a problem with rules[1].period only", err)
+	}
+	if c, err = config.Parse([]byte(`upstream: builtin:echo
+store: { backend: redis, redis: { url: "redis://127.0.0.1:6379/0" } }
+rules:
+  - { name: exports, concurrency: 3, lease: 30s }
+`), "c.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Limiter.Rules[0]; r.Concurrency == nil || r.Concurrency.Limit != 3 {
+		t.Errorf("rule %+v, want a concurrency rule of 3", r)
+	}
+}

@@ -280,7 +280,9 @@ func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) 
 	defer func() { d.storeCheck = nil }()
 	nodes := resolve(rulesNode).Content
 	for i, r := range rules {
-		if r.Action == httplimit.Exempt || i >= len(nodes) {
+		if r.Action == httplimit.Exempt || i >= len(nodes) || r.Limit == (sluice.Limit{}) {
+			// Exempt, or a concurrency rule without a rate: no limit
+			// for the store to run.
 			continue
 		}
 		path := fmt.Sprintf("rules[%d]", i)
