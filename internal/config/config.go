@@ -125,7 +125,7 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "priority", "rules", "log", "admin", "lists", "deny", "identity"}
 
 // logFields are the fields of log.
 var logFields = []string{"rejections_per_second"}
@@ -144,7 +144,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
-	var storeNode, redisNode, rulesNode, tiersNode, adminNode, listsNode, denyNode *yaml.Node
+	var storeNode, redisNode, rulesNode, tiersNode, adminNode, listsNode, denyNode, priorityNode *yaml.Node
 	hasUpstream := false
 	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
@@ -165,6 +165,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.tiers(v, &c.Limiter.Tiers)
 		case "rules":
 			rulesNode = v
+		case "priority":
+			priorityNode = v
 		case "lists":
 			listsNode = v
 		case "deny":
@@ -188,6 +190,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
+	if priorityNode != nil {
+		d.priority(priorityNode, &c.Limiter.Priority, c.Limiter.Tiers)
+	}
 	d.lists(listsNode, c)
 	if c.Service != nil {
 		d.serviceLists(c.Service)
@@ -231,6 +236,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		}
 		if c.Server.ForwardAuth != nil && len(d.err.Problems) == before {
 			d.checkCountForwardAuth(rulesNode, c.Limiter.Rules)
+		}
+		if len(d.err.Problems) == before {
+			d.checkAdaptive(rulesNode, priorityNode, c)
 		}
 	}
 	if c.JWT != nil && !usesRules {

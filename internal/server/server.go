@@ -459,6 +459,7 @@ func claimsUsed(lo httplimit.Options) []string {
 	add(lo.Tiers.From)
 	add(lo.Tiers.Client)
 	add(lo.Tiers.Anchor)
+	add(lo.Priority.From)
 	for _, r := range lo.Rules {
 		for _, k := range r.Key {
 			add(k)
