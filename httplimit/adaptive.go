@@ -131,7 +131,7 @@ func (l *Limiter) admitAdaptive(ctx context.Context, w http.ResponseWriter, r *h
 		return false
 	}
 	if l.leaseObs != nil {
-		le := LeaseEvent{Rule: rule.Name, Outcome: LeaseGranted, Waited: a.Waited, Class: a.Class, Reason: a.Reason}
+		le := LeaseEvent{Rule: rule.Name, Outcome: LeaseGranted, Waited: a.Waited, Adaptive: true, Class: a.Class, Reason: a.Reason}
 		if !a.Admitted {
 			le.Outcome = LeaseShed
 		}

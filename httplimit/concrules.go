@@ -236,6 +236,10 @@ type LeaseEvent struct {
 	// Waited is how long a Delay rule's request waited for its slot, or
 	// an adaptive rule's in its queue (zero if one was free at once).
 	Waited time.Duration
+	// Adaptive reports that the rule is an adaptive concurrency rule:
+	// Outcome is LeaseGranted or LeaseShed, and its slot's release is not
+	// reported (the limiter counts its requests in flight).
+	Adaptive bool
 	// Class is, for an adaptive rule, the request's priority class.
 	Class adaptive.Class
 	// Reason is, for LeaseShed, why the adaptive rule shed the request.
