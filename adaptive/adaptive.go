@@ -39,20 +39,23 @@
 // Under steady load every request queues a little, so the latencies seen
 // say nothing of the upstream without load, and a baseline taken from
 // them drifts upwards with the load. The no-load latency is measured by a
-// probe instead: for a short while the limit drops to a quarter of itself
-// (at least MinLimit), and the Percentile latency of the next
-// max(5, that limit) requests admitted under it, once the ones in flight
-// before have drained, is the no-load latency. A probe lasts about two
-// round trips of the upstream, every ProbeInterval (±10%, so that the
-// gateways of a fleet do not probe in step), and it does not starve
-// traffic: three quarters of the limit is withheld for those two round
-// trips, the requests beyond it wait in the queue (critical ones first)
-// for a slot rather than being refused, and shedding follows the classes
-// as at any other time. The first requests a Limiter sees run a probe,
-// and a probe runs early when ten windows in a row were above the
-// tolerance: an upstream that slowed for good (its service time doubled)
-// would otherwise push the limit to MinLimit against a stale baseline. A
-// window faster than the no-load latency lowers it at once.
+// probe instead, without starving traffic: for a short while the limit
+// of every class but Critical drops to limit / (1 + Tolerance)² (at least
+// halved, at least MinLimit), which takes away the queue the tolerance
+// lets the upstream hold, and the Percentile latency of the next
+// max(8, that limit) requests admitted with no more than that in flight,
+// all of them answered (not only the fastest), is the no-load latency.
+// Critical requests are not held back: they count in flight, and the
+// probe measures while they leave it room. A probe lasts about two round
+// trips of the upstream; the requests it holds back wait in the queue
+// rather than being refused, and most of the limit stays in use. A probe
+// runs every ProbeInterval (±10%, so that the gateways of a fleet do not
+// probe in step) and with the first requests a Limiter sees, and early
+// when ten windows in a row were above the tolerance while the limit
+// shrank by a quarter: an upstream that slowed for good (its service
+// time doubled) would otherwise push the limit to MinLimit against a
+// stale baseline. A window faster than the no-load latency lowers it at
+// once.
 //
 // # Classes, the queue and shedding
 //
@@ -384,8 +387,8 @@ type Admission struct {
 	Reason Reason
 	// Waited is how long the request waited in the queue.
 	Waited time.Duration
-	// Limit is the limit the request was decided under (while a probe
-	// runs, the probe's).
+	// Limit is the limit the request was decided under: while a probe
+	// runs, the probe's for every class but Critical.
 	Limit int
 	// InFlight is the number of requests in flight after the decision.
 	InFlight int
@@ -479,7 +482,7 @@ func (l *Limiter) Acquire(ctx context.Context, c Class) (*Slot, Admission, error
 	if st.g.tick(o, now); st.g.effective() > before && st.queue.n > 0 {
 		l.dispatch(now) // a probe ended: the limit is back
 	}
-	limit := st.g.effective()
+	limit := st.g.limitFor(c)
 	adm := Admission{Class: c, Limit: limit}
 	if st.inFlight < o.Shares.threshold(c, limit) && !st.queue.holds(c) {
 		s := l.admit(now)
@@ -571,9 +574,9 @@ func (l *Limiter) fleet(ctx context.Context, s *Slot, adm Admission) (*Slot, Adm
 // highest class first; st.mu is held.
 func (l *Limiter) dispatch(now time.Time) {
 	st := l.st
-	limit := st.g.effective()
 	standing := st.queue.standing(now, l.o.MaxWait)
 	for _, c := range Classes {
+		limit := st.g.limitFor(c)
 		for st.inFlight < l.o.Shares.threshold(c, limit) {
 			w := st.queue.pop(c, standing, now)
 			if w == nil {

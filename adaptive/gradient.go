@@ -73,6 +73,18 @@ func (g *gradient) effective() int {
 	return max(int(g.limit), 1)
 }
 
+// limitFor returns the limit requests of class c are admitted under:
+// critical ones are not held back by a probe. They count in flight, and
+// the probe measures only requests admitted with no more in flight than
+// its limit, so a probe still measures the upstream without load while
+// critical traffic alone leaves it room to.
+func (g *gradient) limitFor(c Class) int {
+	if c == Critical {
+		return max(int(g.limit), 1)
+	}
+	return g.effective()
+}
+
 // tick starts or ends a probe that is due at now. The Limiter calls it on
 // every admission and sample, so no timer runs: a probe that is due while
 // no request comes starts with the next one.
@@ -199,10 +211,18 @@ func (g *gradient) resetWindow(now time.Time) {
 	g.winStart = now
 }
 
-// startProbe lowers the limit to a quarter (at least MinLimit) until
-// enough requests admitted under it have answered.
+// startProbe lowers the limit until enough requests admitted under it
+// have answered: to limit / (1 + Tolerance)², at least halving it (and at
+// least MinLimit). At its mark the limit lets the upstream queue
+// Tolerance of its concurrency: one factor of 1 + Tolerance takes that
+// queue away, the other leaves room for a limit above its mark. A limit
+// too high by a factor k (a no-load latency measured too high) is probed
+// at k / (1 + Tolerance) of the upstream's concurrency, so that each
+// probe brings a high estimate down until probes fall below the knee.
+// Most of the limit stays in use meanwhile.
 func (g *gradient) startProbe(o *Options, now time.Time) {
-	g.probeLimit = min(max(int(math.Ceil(g.limit/4)), o.MinLimit), g.effective())
+	div := max(2, (1+o.Tolerance)*(1+o.Tolerance))
+	g.probeLimit = min(max(int(math.Ceil(g.limit/div)), o.MinLimit), max(int(g.limit), 1))
 	g.probing = true
 	g.probeStart = now
 	g.probeTaken, g.probeDone = 0, 0

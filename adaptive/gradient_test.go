@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -134,72 +135,90 @@ func TestGradientWindow(t *testing.T) {
 }
 
 func TestGradientProbe(t *testing.T) {
-	c := newCtl(t, Options{InitialLimit: 40, ProbeInterval: 10 * time.Second})
-	// The first request starts a probe at a quarter of the limit.
-	c.g.tick(&c.o, c.now)
-	if !c.g.probing || c.g.effective() != 10 {
-		t.Fatalf("probing %v at %d, want a probe at 10", c.g.probing, c.g.effective())
-	}
-	// Requests admitted before the probe, or above its limit, do not
-	// measure it; the first 10 admitted under it do, and it ends when
-	// they have all answered, the slowest too.
-	old := sample{latency: time.Millisecond}
-	if c.g.observe(&c.o, c.now, old) || !c.g.probing {
-		t.Fatal("an answer admitted before the probe ended it")
-	}
-	if p := c.g.admitted(11); p != 0 {
-		t.Fatalf("a request admitted with 11 in flight measures probe %d", p)
-	}
-	var probes []uint64
-	for i := range 12 {
-		p := c.g.admitted(10)
-		if (p != 0) != (i < 10) {
-			t.Fatalf("request %d admitted under the probe measures probe %d", i+1, p)
-		}
-		probes = append(probes, p)
-	}
-	for i := range 9 {
-		c.now = c.now.Add(10 * time.Millisecond)
-		if c.g.observe(&c.o, c.now, sample{latency: time.Duration(i+1) * 10 * time.Millisecond, probe: probes[i]}); !c.g.probing {
-			t.Fatalf("the probe ended after %d of its 10 answers", i+1)
-		}
-	}
-	c.now = c.now.Add(time.Second)
-	c.g.observe(&c.o, c.now, sample{latency: time.Second, probe: probes[9]})
-	if c.g.probing {
-		t.Fatal("the probe still runs after its 10 answers")
-	}
-	// The median of 10ms, 20ms ... 90ms, 1s.
-	if c.g.noLoad != 50*time.Millisecond {
-		t.Errorf("no-load latency %v, want 50ms", c.g.noLoad)
-	}
-	if c.g.effective() != 40 {
-		t.Errorf("limit %d after the probe, want 40 back", c.g.effective())
-	}
-	// The next probe comes 10s ± 10% later.
-	if d := c.g.nextProbe.Sub(c.now); d < 9*time.Second || d > 11*time.Second {
-		t.Errorf("next probe in %v, want 9s to 11s", d)
-	}
-	c.now = c.g.nextProbe.Add(-time.Millisecond)
-	if c.g.tick(&c.o, c.now); c.g.probing {
-		t.Fatal("a probe started early")
-	}
-	c.now = c.now.Add(time.Millisecond)
-	if c.g.tick(&c.o, c.now); !c.g.probing {
-		t.Fatal("no probe at its time")
-	}
-	// A probe whose answers do not come ends after 4 no-load latencies
-	// (here, more than two windows), keeping the no-load latency.
-	c.now = c.now.Add(200*time.Millisecond - time.Millisecond)
-	if c.g.tick(&c.o, c.now); !c.g.probing {
-		t.Fatal("the probe ended before 4 no-load latencies")
-	}
-	c.now = c.now.Add(time.Millisecond)
-	if c.g.tick(&c.o, c.now); c.g.probing || c.g.noLoad != 50*time.Millisecond {
-		t.Fatalf("probing %v with no-load latency %v after 4 no-load latencies without answers, want the probe over and 50ms kept", c.g.probing, c.g.noLoad)
-	}
-	if c.g.probes != 2 {
-		t.Errorf("%d probes counted, want 2", c.g.probes)
+	for _, tc := range []struct {
+		o             Options
+		probe, sample int // the probe's limit and samples
+	}{
+		// 45 / (1 + 0.5)²; as many samples.
+		{Options{InitialLimit: 45}, 20, 20},
+		// At least halving, with a small tolerance; at least 8 samples.
+		{Options{InitialLimit: 10, Tolerance: 0.2}, 5, 8},
+		{Options{InitialLimit: 40, Tolerance: 1}, 10, 10},
+		// At least MinLimit.
+		{Options{InitialLimit: 10, MinLimit: 8}, 8, 8},
+	} {
+		t.Run(fmt.Sprintf("%+v", tc.o), func(t *testing.T) {
+			tc.o.ProbeInterval = 10 * time.Second
+			c := newCtl(t, tc.o)
+			limit := c.g.effective()
+			// The first request starts a probe.
+			c.g.tick(&c.o, c.now)
+			if !c.g.probing || c.g.effective() != tc.probe {
+				t.Fatalf("probing %v at %d, want a probe at %d", c.g.probing, c.g.effective(), tc.probe)
+			}
+			// Requests admitted before the probe, or above its limit, do
+			// not measure it; the first admitted under it do, and it ends
+			// when they have all answered, the slowest too.
+			if c.g.observe(&c.o, c.now, sample{latency: time.Millisecond}) || !c.g.probing {
+				t.Fatal("an answer admitted before the probe ended it")
+			}
+			if p := c.g.admitted(tc.probe + 1); p != 0 {
+				t.Fatalf("a request admitted above the probe's limit measures probe %d", p)
+			}
+			var probes []uint64
+			for i := range tc.sample + 2 {
+				p := c.g.admitted(tc.probe)
+				if (p != 0) != (i < tc.sample) {
+					t.Fatalf("request %d admitted under the probe measures probe %d", i+1, p)
+				}
+				probes = append(probes, p)
+			}
+			// Latencies of 10ms, 20ms, ..., and a slow last one.
+			for i := range tc.sample - 1 {
+				c.now = c.now.Add(10 * time.Millisecond)
+				if c.g.observe(&c.o, c.now, sample{latency: time.Duration(i+1) * 10 * time.Millisecond, probe: probes[i]}); !c.g.probing {
+					t.Fatalf("the probe ended after %d of its %d answers", i+1, tc.sample)
+				}
+			}
+			c.now = c.now.Add(time.Second)
+			c.g.observe(&c.o, c.now, sample{latency: time.Second, probe: probes[tc.sample-1]})
+			if c.g.probing {
+				t.Fatalf("the probe still runs after its %d answers", tc.sample)
+			}
+			want := time.Duration((tc.sample+1)/2) * 10 * time.Millisecond // the median
+			if c.g.noLoad != want {
+				t.Errorf("no-load latency %v, want %v", c.g.noLoad, want)
+			}
+			if c.g.effective() != limit {
+				t.Errorf("limit %d after the probe, want %d back", c.g.effective(), limit)
+			}
+			// The next probe comes 10s ± 10% later.
+			if d := c.g.nextProbe.Sub(c.now); d < 9*time.Second || d > 11*time.Second {
+				t.Errorf("next probe in %v, want 9s to 11s", d)
+			}
+			c.now = c.g.nextProbe.Add(-time.Millisecond)
+			if c.g.tick(&c.o, c.now); c.g.probing {
+				t.Fatal("a probe started early")
+			}
+			c.now = c.now.Add(time.Millisecond)
+			if c.g.tick(&c.o, c.now); !c.g.probing {
+				t.Fatal("no probe at its time")
+			}
+			// A probe whose answers do not come ends after 4 no-load
+			// latencies (or 2 windows), keeping the no-load latency.
+			end := max(4*want, 2*c.o.Window)
+			c.now = c.now.Add(end - time.Millisecond)
+			if c.g.tick(&c.o, c.now); !c.g.probing {
+				t.Fatal("the probe ended early")
+			}
+			c.now = c.now.Add(time.Millisecond)
+			if c.g.tick(&c.o, c.now); c.g.probing || c.g.noLoad != want {
+				t.Fatalf("probing %v with no-load latency %v after %v without answers, want the probe over and %v kept", c.g.probing, c.g.noLoad, end, want)
+			}
+			if c.g.probes != 2 {
+				t.Errorf("%d probes counted, want 2", c.g.probes)
+			}
+		})
 	}
 }
 

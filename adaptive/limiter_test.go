@@ -416,3 +416,41 @@ func FuzzParseClass(f *testing.F) {
 		}
 	})
 }
+
+// A probe holds back the classes but critical: with the limit at 40 and
+// the first probe's at 18, default requests stop at 90% of 18, critical
+// ones go on to 40; only the requests admitted with 18 or fewer in flight
+// measure the probe.
+func TestProbeDoesNotHoldBackCriticalRequests(t *testing.T) {
+	l := mustNew(t, Options{InitialLimit: 40})
+	n := 0
+	for {
+		_, a, _ := l.Acquire(context.Background(), Default)
+		if !a.Admitted {
+			if a.Limit != 18 {
+				t.Errorf("a default request refused under a limit of %d, want the probe's 18", a.Limit)
+			}
+			break
+		}
+		n++
+	}
+	if st := l.Stats(); n != 16 || !st.Probing || st.Limit != 18 {
+		t.Fatalf("%d default requests admitted, stats %+v; want 16 during a probe at 18", n, st)
+	}
+	var slots []*Slot
+	for range 40 - 16 {
+		slots = append(slots, hold(t, l, Critical))
+	}
+	if _, a, _ := l.Acquire(context.Background(), Critical); a.Admitted || a.Limit != 40 {
+		t.Errorf("the 41st request: %+v, want critical refused under 40", a)
+	}
+	measuring := 0
+	for _, s := range slots {
+		if s.probe != 0 {
+			measuring++
+		}
+	}
+	if measuring != 2 {
+		t.Errorf("%d critical requests measure the probe, want 2 (admitted with 17 and 18 in flight)", measuring)
+	}
+}

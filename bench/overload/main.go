@@ -52,6 +52,8 @@ var (
 	rounds    = flag.Int("rounds", 3, "rounds of every run, interleaved")
 	maxDelay  = flag.Duration("max-delay", 50*time.Millisecond, "the queue's max_delay of the static and adaptive rules")
 	only      = flag.String("only", "", "run only the modes named, comma separated")
+	loads     = flag.String("loads", "1,2,5,halved", "the loads to run, comma separated: multiples of the capacity, and halved (2×, the capacity halved halfway)")
+	why       = flag.Bool("why", false, "print, for each run, when the critical requests that failed arrived and what they got")
 )
 
 func main() {
@@ -82,10 +84,17 @@ func main() {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), mode) {
 			continue
 		}
-		for _, load := range []float64{1, 2, 5} {
+		for _, l := range strings.Split(*loads, ",") {
+			if l == "halved" {
+				runs = append(runs, run{mode: mode, load: 2, halve: true})
+				continue
+			}
+			load, err := strconv.ParseFloat(l, 64)
+			if err != nil {
+				log.Fatalf("-loads: %q is no number", l)
+			}
 			runs = append(runs, run{mode: mode, load: load})
 		}
-		runs = append(runs, run{mode: mode, load: 2, halve: true})
 	}
 	table := map[string][]row{}
 	for r := 1; r <= *rounds; r++ {
@@ -94,6 +103,9 @@ func main() {
 			res := rn.do(tmp, capacity)
 			rw := res.row(rn, capacity, unloaded)
 			fmt.Printf("  %s\n", rw)
+			if *why {
+				res.why()
+			}
 			table[rn.name()] = append(table[rn.name()], rw)
 		}
 		fmt.Printf("round %d ends: load average %s\n", r, loadavg())
@@ -183,6 +195,7 @@ type sample struct {
 	at      time.Duration // its arrival, from the run's start
 	class   string
 	ok      bool // answered 200 within the client's timeout
+	status  int  // 0 when the client gave up or failed
 	latency time.Duration
 }
 
@@ -223,14 +236,14 @@ func (res *result) offer(url string, rate float64, d time.Duration) {
 				defer cancel()
 				req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
 				req.Header.Set("X-Priority", class)
-				ok := false
+				ok, status := false, 0
 				resp, err := client.Do(req)
 				if err == nil {
 					_, err = io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
-					ok = err == nil && resp.StatusCode == 200
+					ok, status = err == nil && resp.StatusCode == 200, resp.StatusCode
 				}
-				s := sample{at: at, class: class, ok: ok, latency: time.Since(start) - at}
+				s := sample{at: at, class: class, ok: ok, status: status, latency: time.Since(start) - at}
 				res.mu.Lock()
 				res.samples = append(res.samples, s)
 				res.mu.Unlock()
@@ -269,6 +282,31 @@ func (res *result) scrapeLimit(ctx context.Context, url string) {
 	}
 }
 
+// why prints when the critical requests that failed arrived (by 100ms)
+// and what they got (a status, or 0 when the client gave up).
+func (res *result) why() {
+	type key struct {
+		at     time.Duration
+		status int
+	}
+	n := map[key]int{}
+	for _, s := range res.samples {
+		if s.class == "critical" && !s.ok && s.at >= *warmup {
+			n[key{s.at.Truncate(100 * time.Millisecond), s.status}]++
+		}
+	}
+	keys := make([]key, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b key) int { return int(a.at - b.at) })
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %v:%d×%d", k.at.Seconds(), k.status, n[k])
+	}
+	fmt.Printf("    critical failures (arrival s:status×count):%s\n", b.String())
+}
+
 // in reports whether s arrived in [from, to).
 func in(s sample, from, to time.Duration) bool { return s.at >= from && s.at < to }
 
@@ -300,7 +338,8 @@ type row struct {
 }
 
 // row computes the run's figures. A halved run's are those of its second
-// half, against the halved capacity; the others' those after the warm-up.
+// half, against the halved capacity (its p99 once settled); the others'
+// those after the warm-up.
 func (res *result) row(r run, capacity float64, unloaded time.Duration) row {
 	from, to := *warmup, *duration
 	if r.halve {
@@ -321,7 +360,6 @@ func (res *result) row(r run, capacity float64, unloaded time.Duration) row {
 		}
 	}
 	out.goodput = float64(good) / (to - from).Seconds() / capacity
-	out.p99 = float64(res.p99(from, to, nil)) / float64(unloaded)
 	share := func(i int) float64 {
 		if n[i] == 0 {
 			return math.NaN()
@@ -352,7 +390,12 @@ func (res *result) row(r run, capacity float64, unloaded time.Duration) row {
 			}
 			out.limitBefore, out.limitN = mean(b), mean(a)
 		}
+		// The p99 once settled: the transition is the settle time's.
+		if out.settled {
+			from += out.settle
+		}
 	}
+	out.p99 = float64(res.p99(from, to, nil)) / float64(unloaded)
 	return out
 }
 

@@ -282,7 +282,7 @@ func newAdaptiveCollector(rules func() []httplimit.Rule) *adaptiveCollector {
 	}
 	return &adaptiveCollector{
 		rules:    rules,
-		limit:    d("sluice_adaptive_limit", "The limit an adaptive concurrency rule admits requests under now (a quarter of it while a probe measures the no-load latency), by rule."),
+		limit:    d("sluice_adaptive_limit", "The limit an adaptive concurrency rule admits requests under now (the probe's, lower, while a probe measures the no-load latency; critical requests keep the limit), by rule."),
 		inFlight: d("sluice_adaptive_in_flight", "Requests holding a slot of an adaptive concurrency rule in this gateway, by rule."),
 		queued:   d("sluice_adaptive_queued", "Requests waiting in an adaptive concurrency rule's queue, by rule."),
 		noLoad:   d("sluice_adaptive_no_load_latency_seconds", "The upstream's latency without load, as an adaptive concurrency rule last measured it, in seconds; by rule."),
