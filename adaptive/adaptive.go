@@ -518,7 +518,7 @@ func (l *Limiter) Acquire(ctx context.Context, c Class) (*Slot, Admission, error
 	adm.Waited = time.Since(now)
 	if !w.admitted {
 		// Not granted yet: it leaves the queue.
-		st.queue.remove(w, time.Now())
+		st.queue.remove(w)
 		adm.InFlight = st.inFlight
 		st.mu.Unlock()
 		if err != nil {
@@ -531,7 +531,7 @@ func (l *Limiter) Acquire(ctx context.Context, c Class) (*Slot, Admission, error
 	st.mu.Unlock()
 	s := &Slot{l: l, class: c, admitted: w.at, probe: w.probe}
 	if err != nil {
-		s.Release(Ignored) // granted as the client left
+		s.Release(context.WithoutCancel(ctx), Ignored) // granted as the client left
 		return nil, Admission{Class: c, Waited: adm.Waited, Limit: adm.Limit, InFlight: adm.InFlight}, err
 	}
 	return l.fleet(ctx, s, adm)
@@ -561,7 +561,7 @@ func (l *Limiter) fleet(ctx context.Context, s *Slot, adm Admission) (*Slot, Adm
 		adm.FleetErr = ErrFleetDegraded
 		s.fleet = lease
 	case !d.Allowed:
-		s.Release(Ignored)
+		s.Release(context.WithoutCancel(ctx), Ignored)
 		adm.Admitted, adm.Reason, adm.RetryAfter = false, FleetLimit, l.o.RetryAfter
 		return nil, adm, nil
 	default:
@@ -578,7 +578,7 @@ func (l *Limiter) dispatch(now time.Time) {
 	for _, c := range Classes {
 		limit := st.g.limitFor(c)
 		for st.inFlight < l.o.Shares.threshold(c, limit) {
-			w := st.queue.pop(c, standing, now)
+			w := st.queue.pop(c, standing)
 			if w == nil {
 				break
 			}
@@ -624,9 +624,11 @@ func (s *Slot) Record(o Outcome) {
 }
 
 // Release gives the slot back, and, unless Record was called, takes the
-// latency from its admission to now as a sample with outcome o. Releasing
-// again does nothing.
-func (s *Slot) Release(o Outcome) {
+// latency from its admission to now as a sample with outcome o. With a
+// Fleet it gives the fleet's slot back too, in the store, within ctx (a
+// slot whose release fails expires by itself after the fleet's lease).
+// Releasing again does nothing.
+func (s *Slot) Release(ctx context.Context, o Outcome) {
 	s.mu.Lock()
 	if s.released {
 		s.mu.Unlock()
@@ -637,8 +639,7 @@ func (s *Slot) Release(o Outcome) {
 	s.sampled = true
 	s.mu.Unlock()
 	if s.fleet != nil {
-		// It expires by itself after its lease if this fails.
-		_ = s.fleet.Release(context.Background())
+		_ = s.fleet.Release(ctx)
 	}
 	if sample {
 		s.record(o, time.Now(), true)

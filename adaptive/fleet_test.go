@@ -55,10 +55,10 @@ func testFleet(t *testing.T, store sluice.LeaseStore) {
 	if n := gateways[0].Stats().InFlight + gateways[1].Stats().InFlight; n != 10 {
 		t.Errorf("the gateways hold %d slots, want 10", n)
 	}
-	held[0].Release(Ignored)
+	held[0].Release(context.Background(), Ignored)
 	fill(Critical, 1)
 	for _, s := range held {
-		s.Release(Ignored)
+		s.Release(context.Background(), Ignored)
 	}
 	fill(Sheddable, 5)
 }

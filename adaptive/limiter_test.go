@@ -105,14 +105,14 @@ func TestQueueAdmitsTheHighestClassFirst(t *testing.T) {
 				order = append(order, a.name)
 				mu.Unlock()
 				time.Sleep(time.Millisecond)
-				s.Release(Ignored)
+				s.Release(context.Background(), Ignored)
 			})
 			synctest.Wait() // it waits, in arrival order
 		}
 		if st := l.Stats(); st.Queued != len(arrivals) {
 			t.Fatalf("%d queued, want %d", st.Queued, len(arrivals))
 		}
-		s.Release(Ignored)
+		s.Release(context.Background(), Ignored)
 		wg.Wait()
 		want := []string{"critical", "default 1", "default 2", "sheddable 1", "sheddable 2"}
 		if fmt.Sprint(order) != fmt.Sprint(want) {
@@ -136,7 +136,7 @@ func TestQueueIsNotJumped(t *testing.T) {
 		if !l.st.queue.holds(Default) || l.st.queue.holds(Critical) {
 			t.Fatal("the queue does not hold exactly the default request")
 		}
-		s.Release(Ignored)
+		s.Release(context.Background(), Ignored)
 		if a := <-done; !a.Admitted {
 			t.Fatalf("the waiting request: %+v, want it admitted", a)
 		}
@@ -183,7 +183,7 @@ func TestQueueHoldsNoRequestLongerThanMaxWait(t *testing.T) {
 						mu.Unlock()
 						if a.Admitted {
 							time.Sleep(10 * time.Millisecond)
-							s.Release(Succeeded)
+							s.Release(context.Background(), Succeeded)
 						}
 					})
 				}
@@ -217,14 +217,14 @@ func TestStandingQueueServesTheNewestFirst(t *testing.T) {
 				s, a, _ := l.Acquire(context.Background(), Default)
 				if a.Admitted {
 					got <- i
-					s.Release(Ignored)
+					s.Release(context.Background(), Ignored)
 				}
 			}()
 			synctest.Wait()
 			time.Sleep(40 * time.Millisecond)
 		}
 		// The queue has held requests for 120ms: the newest goes first.
-		s.Release(Ignored)
+		s.Release(context.Background(), Ignored)
 		if i := <-got; i != 2 {
 			t.Errorf("request %d admitted first from a standing queue, want 2, the newest", i)
 		}
@@ -241,7 +241,7 @@ func TestShedReasons(t *testing.T) {
 		if err != nil || a.Admitted || a.Reason != QueueFull || a.Waited != 0 {
 			t.Errorf("with the queue full: %+v, %v; want shed at once for queue_full", a, err)
 		}
-		s.Release(Ignored)
+		s.Release(context.Background(), Ignored)
 	})
 }
 
@@ -268,7 +268,7 @@ func TestCanceledWhileWaiting(t *testing.T) {
 		if st := l.Stats(); st.Queued != 0 || st.InFlight != 1 {
 			t.Errorf("%+v, want none queued and one in flight", st)
 		}
-		s.Release(Ignored)
+		s.Release(context.Background(), Ignored)
 		hold(t, l, Default)
 	})
 }
@@ -286,7 +286,7 @@ func TestWithOptionsSharesTheState(t *testing.T) {
 		t.Error("l2 admitted a default request with 1 of 2 in flight under l, above its share of 50%")
 	}
 	hold(t, l, Default)
-	s.Release(Ignored)
+	s.Release(context.Background(), Ignored)
 	if st := l2.Stats(); st.InFlight != 1 {
 		t.Errorf("l2 sees %d in flight, want 1", st.InFlight)
 	}
@@ -298,8 +298,8 @@ func TestWithOptionsSharesTheState(t *testing.T) {
 func TestReleaseTwice(t *testing.T) {
 	l := mustNew(t, fixed(1, Options{}))
 	s := hold(t, l, Default)
-	s.Release(Succeeded)
-	s.Release(Succeeded)
+	s.Release(context.Background(), Succeeded)
+	s.Release(context.Background(), Succeeded)
 	if st := l.Stats(); st.InFlight != 0 {
 		t.Fatalf("%d in flight after releasing one slot twice, want 0", st.InFlight)
 	}

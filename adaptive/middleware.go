@@ -1,6 +1,7 @@
 package adaptive
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/sluicehq/sluice/internal/engine"
@@ -105,7 +106,7 @@ func (w *slotWriter) release(panicked bool) {
 		o = w.outcome(http.StatusOK)
 	}
 	w.recorded = true
-	w.s.Release(o)
+	w.s.Release(context.WithoutCancel(w.r.Context()), o)
 }
 
 // WriteHeader records on a final status (200 and above, or 101 Switching

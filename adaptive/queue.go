@@ -46,7 +46,7 @@ func (q *queue) push(w *waiter, now time.Time) {
 }
 
 // remove takes w, which is queued, out of the queue.
-func (q *queue) remove(w *waiter, now time.Time) {
+func (q *queue) remove(w *waiter) {
 	l := &q.lists[index(w.class)]
 	if w.prev != nil {
 		w.prev.next = w.next
@@ -64,14 +64,14 @@ func (q *queue) remove(w *waiter, now time.Time) {
 
 // pop takes a waiter of class c out of the queue, or returns nil if none
 // waits: the oldest, or in a standing queue the newest.
-func (q *queue) pop(c Class, standing bool, now time.Time) *waiter {
+func (q *queue) pop(c Class, standing bool) *waiter {
 	l := &q.lists[index(c)]
 	w := l.head
 	if standing {
 		w = l.tail
 	}
 	if w != nil {
-		q.remove(w, now)
+		q.remove(w)
 	}
 	return w
 }

@@ -178,7 +178,7 @@ func (l *Limiter) refuseLeases(ctx context.Context, c *call) {
 // no sample.
 func (l *Limiter) releaseLeases(ctx context.Context, c *call) {
 	for _, s := range c.slots {
-		s.Release(adaptive.Ignored)
+		s.Release(ctx, adaptive.Ignored)
 	}
 	clear(c.slots)
 	c.slots = c.slots[:0]
