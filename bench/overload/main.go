@@ -72,13 +72,6 @@ func main() {
 	fmt.Printf("upstream: %d workers × %v (±20%%) = %.0f requests/s; runs of %v (first %v left out), client timeout %v, queue max_delay %v\n",
 		*workers, *service, capacity, *duration, *warmup, *timeout, *maxDelay)
 
-	// The unloaded p99: a fifth of the capacity through the gateway
-	// without protection.
-	base := run{mode: "none", load: 0.2}
-	res := base.do(tmp, capacity)
-	unloaded := res.p99(*warmup, *duration, nil)
-	fmt.Printf("unloaded p99 (0.2× through the gateway): %v\n\n", unloaded.Round(100*time.Microsecond))
-
 	var runs []run
 	for _, mode := range []string{"none", "static", "adaptive"} {
 		if *only != "" && !slices.Contains(strings.Split(*only, ","), mode) {
@@ -99,6 +92,11 @@ func main() {
 	table := map[string][]row{}
 	for r := 1; r <= *rounds; r++ {
 		fmt.Printf("round %d: load average %s\n", r, loadavg())
+		// The unloaded p99 of the round: a fifth of the capacity through
+		// the gateway without protection, measured again each round since
+		// the machine's load changes.
+		unloaded := run{mode: "none", load: 0.2}.do(tmp, capacity).p99(*warmup, *duration, nil)
+		fmt.Printf("  unloaded p99 (0.2× through the gateway): %v\n", unloaded.Round(100*time.Microsecond))
 		for _, rn := range runs {
 			res := rn.do(tmp, capacity)
 			rw := res.row(rn, capacity, unloaded)
@@ -111,8 +109,8 @@ func main() {
 		fmt.Printf("round %d ends: load average %s\n", r, loadavg())
 	}
 	fmt.Printf("\nmedians of %d rounds:\n\n", *rounds)
-	fmt.Println("| protection | offered | goodput (of capacity) | p99 admitted (× unloaded) | critical ok | default ok | sheddable ok | settle |")
-	fmt.Println("|---|---|---|---|---|---|---|---|")
+	fmt.Println("| protection | offered | goodput (of capacity) | p99 admitted | × unloaded p99 | critical ok | default ok | sheddable ok | settle |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|")
 	for _, rn := range runs {
 		fmt.Println(median(table[rn.name()]).markdown())
 	}
@@ -331,6 +329,7 @@ type row struct {
 	name                string
 	goodput             float64 // of the capacity in force
 	p99                 float64 // × the unloaded p99
+	p99ms               float64 // in milliseconds
 	crit, def, shed     float64 // shares answered 200
 	settle              time.Duration
 	settled             bool // for a halved run: the p99 came back within 2× the unloaded p99
@@ -395,7 +394,8 @@ func (res *result) row(r run, capacity float64, unloaded time.Duration) row {
 			from += out.settle
 		}
 	}
-	out.p99 = float64(res.p99(from, to, nil)) / float64(unloaded)
+	p := res.p99(from, to, nil)
+	out.p99, out.p99ms = float64(p)/float64(unloaded), float64(p)/1e6
 	return out
 }
 
@@ -411,7 +411,7 @@ func mean(fs []float64) float64 {
 }
 
 func (r row) String() string {
-	s := fmt.Sprintf("%-22s goodput %5.1f%%  p99 %5.2f×  critical %5.1f%%  default %5.1f%%  sheddable %5.1f%%", r.name, 100*r.goodput, r.p99, 100*r.crit, 100*r.def, 100*r.shed)
+	s := fmt.Sprintf("%-22s goodput %5.1f%%  p99 %4.0fms %5.2f×  critical %5.1f%%  default %5.1f%%  sheddable %5.1f%%", r.name, 100*r.goodput, r.p99ms, r.p99, 100*r.crit, 100*r.def, 100*r.shed)
 	if strings.HasSuffix(r.name, "halved") {
 		s += "  settle " + r.settleString()
 		if !math.IsNaN(r.limitBefore) && r.limitBefore > 0 {
@@ -438,7 +438,11 @@ func (r row) markdown() string {
 		}
 		offered = strings.Replace(offered, ", halved", " (4× once halved)", 1)
 	}
-	return fmt.Sprintf("| %s | %s | %.0f%% | %.2f× | %.1f%% | %.1f%% | %.1f%% | %s |", name, offered, 100*r.goodput, r.p99, 100*r.crit, 100*r.def, 100*r.shed, settle)
+	p99 := fmt.Sprintf("%.0f ms", r.p99ms)
+	if r.p99ms == 0 {
+		p99 = "none answered"
+	}
+	return fmt.Sprintf("| %s | %s | %.0f%% | %s | %.2f× | %.1f%% | %.1f%% | %.1f%% | %s |", name, offered, 100*r.goodput, p99, r.p99, 100*r.crit, 100*r.def, 100*r.shed, settle)
 }
 
 // median returns the row of the median goodput, with the median of each
@@ -455,6 +459,7 @@ func median(rs []row) row {
 	out := rs[0]
 	out.goodput = med(func(r row) float64 { return r.goodput })
 	out.p99 = med(func(r row) float64 { return r.p99 })
+	out.p99ms = med(func(r row) float64 { return r.p99ms })
 	out.crit = med(func(r row) float64 { return r.crit })
 	out.def = med(func(r row) float64 { return r.def })
 	out.shed = med(func(r row) float64 { return r.shed })
