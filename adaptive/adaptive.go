@@ -18,10 +18,10 @@
 //	limit   += Smoothing × (limit × gradient − limit), within [MinLimit, MaxLimit]
 //
 // While the latency stays within Tolerance of the no-load latency the
-// limit grows, up to doubling a window; once requests queue in the
-// upstream the latency rises with every request added, and the limit
-// settles where the queue holds Tolerance of the upstream's concurrency
-// (an upstream of 20 workers, at the default 0.5, gets a limit near 30).
+// limit grows; once requests queue in the upstream the latency rises with
+// every request added, and the limit settles where the queue holds
+// Tolerance of the upstream's concurrency (an upstream of 20 workers, at
+// the default 0.5, gets about 30 requests in flight).
 // The limit does not grow while fewer than half of it are in flight: a
 // latency measured under light demand says nothing of a larger limit.
 // Answers the upstream could not give (Outcome Overloaded: a 502, 503 or

@@ -1,9 +1,11 @@
 package adaptive_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/sluicehq/sluice/adaptive"
 )
@@ -46,4 +48,33 @@ func ExampleMiddleware() {
 	// first: 200
 	// default: 503 1
 	// critical: 404
+}
+
+// Acquire and Release protect any kind of call, not only HTTP: here a
+// worker pool's jobs, with the limit learned from how long they take.
+func ExampleLimiter_Acquire() {
+	lim, err := adaptive.New(adaptive.Options{MaxWait: 10 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	job := func(ctx context.Context, critical bool) error {
+		class := adaptive.Default
+		if critical {
+			class = adaptive.Critical
+		}
+		slot, adm, err := lim.Acquire(ctx, class)
+		if err != nil {
+			return err // ctx ended while the job waited
+		}
+		if !adm.Admitted {
+			return fmt.Errorf("shed (%s): retry in %v", adm.Reason, adm.RetryAfter)
+		}
+		outcome := adaptive.Succeeded
+		defer func() { slot.Release(ctx, outcome) }()
+		// ... call the upstream; on a timeout or a refusal:
+		// outcome = adaptive.Overloaded
+		return nil
+	}
+	fmt.Println(job(context.Background(), true))
+	// Output: <nil>
 }
