@@ -12,6 +12,12 @@
 // report what they would have done; so does a Reject rule on the keys its
 // Enforce leaves in shadow mode, to roll a limit out to a share of clients.
 //
+// An adaptive concurrency rule (ConcurrencyRule.Adaptive) protects the
+// upstream from overload rather than from a client: it admits the requests
+// the other rules let through under a limit that follows the upstream's
+// latency (package adaptive), the most important first (Options.Priority),
+// and answers those it sheds 503 Service Unavailable with Retry-After.
+//
 // Responses carry the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-11) and the legacy X-RateLimit-*
 // fields for the rule closest to its limit; a 429 carries Retry-After, names
