@@ -54,6 +54,7 @@ var (
 	only      = flag.String("only", "", "run only the modes named, comma separated")
 	loads     = flag.String("loads", "1,2,5,halved", "the loads to run, comma separated: multiples of the capacity, and halved (2×, the capacity halved halfway)")
 	why       = flag.Bool("why", false, "print, for each run, when the critical requests that failed arrived and what they got")
+	timeline  = flag.Bool("timeline", false, "print, for each run, the requests answered 200 in time by the second they arrived in")
 )
 
 func main() {
@@ -103,6 +104,9 @@ func main() {
 			fmt.Printf("  %s\n", rw)
 			if *why {
 				res.why()
+			}
+			if *timeline {
+				res.timeline()
 			}
 			table[rn.name()] = append(table[rn.name()], rw)
 		}
@@ -305,6 +309,26 @@ func (res *result) why() {
 	fmt.Printf("    critical failures (arrival s:status×count):%s\n", b.String())
 }
 
+// timeline prints the requests answered 200 within the client's timeout,
+// and those offered, by the second they arrived in.
+func (res *result) timeline() {
+	ok, n := map[int]int{}, map[int]int{}
+	last := 0
+	for _, s := range res.samples {
+		sec := int(s.at / time.Second)
+		n[sec]++
+		if s.ok {
+			ok[sec]++
+		}
+		last = max(last, sec)
+	}
+	var b strings.Builder
+	for sec := 0; sec <= last; sec++ {
+		fmt.Fprintf(&b, " %d/%d", ok[sec], n[sec])
+	}
+	fmt.Printf("    answered in time / offered, by second:%s\n", b.String())
+}
+
 // in reports whether s arrived in [from, to).
 func in(s sample, from, to time.Duration) bool { return s.at >= from && s.at < to }
 
@@ -438,11 +462,11 @@ func (r row) markdown() string {
 		}
 		offered = strings.Replace(offered, ", halved", " (4× once halved)", 1)
 	}
-	p99 := fmt.Sprintf("%.0f ms", r.p99ms)
+	p99, ratio := fmt.Sprintf("%.0f ms", r.p99ms), fmt.Sprintf("%.2f×", r.p99)
 	if r.p99ms == 0 {
-		p99 = "none answered"
+		p99, ratio = "none answered", "—"
 	}
-	return fmt.Sprintf("| %s | %s | %.0f%% | %s | %.2f× | %.1f%% | %.1f%% | %.1f%% | %s |", name, offered, 100*r.goodput, p99, r.p99, 100*r.crit, 100*r.def, 100*r.shed, settle)
+	return fmt.Sprintf("| %s | %s | %.0f%% | %s | %s | %.1f%% | %.1f%% | %.1f%% | %s |", name, offered, 100*r.goodput, p99, ratio, 100*r.crit, 100*r.def, 100*r.shed, settle)
 }
 
 // median returns the row of the median goodput, with the median of each
