@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/internal/engine"
 )
 
@@ -24,6 +25,12 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 	ev := &c.ev
 	for i := range c.events {
 		e, rule := &c.events[i], c.rules[i]
+		if rule.adaptive != nil && e.Outcome == OutcomeAllowed {
+			if !l.admitAdaptive(ctx, w, r, c, i) {
+				return false
+			}
+			continue
+		}
 		if rule.conc == nil || e.Outcome != OutcomeAllowed {
 			continue
 		}
@@ -166,8 +173,15 @@ func (l *Limiter) refuseLeases(ctx context.Context, c *call) {
 }
 
 // releaseLeases gives back the request's slots. A slot whose release fails
-// expires by itself after its lease.
+// expires by itself after its lease. An adaptive rule's slot released here
+// (the request was refused, or served, which released it already) gives
+// no sample.
 func (l *Limiter) releaseLeases(ctx context.Context, c *call) {
+	for _, s := range c.slots {
+		s.Release(ctx, adaptive.Ignored)
+	}
+	clear(c.slots)
+	c.slots = c.slots[:0]
 	for _, le := range c.leases {
 		err := le.Release(ctx)
 		if l.leaseObs != nil {
@@ -219,9 +233,17 @@ type LeaseObserver interface {
 type LeaseEvent struct {
 	Rule    string
 	Outcome LeaseOutcome
-	// Waited is how long a Delay rule's request waited for its slot
-	// (zero if one was free at once).
+	// Waited is how long a Delay rule's request waited for its slot, or
+	// an adaptive rule's in its queue (zero if one was free at once).
 	Waited time.Duration
+	// Adaptive reports that the rule is an adaptive concurrency rule:
+	// Outcome is LeaseGranted or LeaseShed, and its slot's release is not
+	// reported (the limiter counts its requests in flight).
+	Adaptive bool
+	// Class is, for an adaptive rule, the request's priority class.
+	Class adaptive.Class
+	// Reason is, for LeaseShed, why the adaptive rule shed the request.
+	Reason adaptive.Reason
 }
 
 // LeaseOutcome is what became of a slot.
@@ -236,9 +258,10 @@ const (
 	LeaseNotAsked                     // "not_asked": the rule's rate refused the request, so it took no slot
 	LeaseReleased                     // "released": the slot was given back when the response ended (or the release failed: it expires by itself)
 	LeaseLost                         // "lost": at release, the lease had already expired or been reset; its slot may have gone to another request meanwhile
+	LeaseShed                         // "shed": an adaptive rule had no slot for the request's class (within its queue's wait, and its share of the fleet limit); the request was answered 503
 )
 
-var leaseOutcomeNames = [...]string{"granted", "refused", "error", "fallback", "not_asked", "released", "lost"}
+var leaseOutcomeNames = [...]string{"granted", "refused", "error", "fallback", "not_asked", "released", "lost", "shed"}
 
 // String returns the outcome's metric label, such as "granted".
 func (o LeaseOutcome) String() string {

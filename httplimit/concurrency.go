@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // ConcurrencyOptions configure Concurrent. The zero value limits every
@@ -140,14 +141,7 @@ func tooManyConcurrent(w http.ResponseWriter, name string, retry time.Duration) 
 
 // unavailableConcurrency answers 503 when the store could not decide.
 func unavailableConcurrency(w http.ResponseWriter) {
-	b := []byte(`{"type":"` + ProblemTypeUnavailable + `","title":"Service Unavailable","status":503,"detail":"The concurrency limiter cannot decide; retry after 1 second.","retry_after":1}` + "\n")
-	h := w.Header()
-	h[engine.KeyRetryAfter] = []string{"1"}
-	h["Cache-Control"] = []string{"no-store"}
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write(b)
+	problem.Unavailable(w, 1, "The concurrency limiter cannot decide")
 }
 
 // failsClosed reports whether c's store refuses when its backend fails.

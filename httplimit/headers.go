@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/engine"
+	"github.com/sluicehq/sluice/internal/problem"
 )
 
 // Header names, in canonical form.
@@ -20,7 +21,7 @@ const ProblemType = "https://iana.org/assignments/http-problem-types#quota-excee
 // capacity is reduced for a while, whatever the client's use of its quota
 // ("temporary-reduced-capacity", registered by
 // draft-ietf-httpapi-ratelimit-headers).
-const ProblemTypeUnavailable = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+const ProblemTypeUnavailable = problem.TypeUnavailable
 
 // style is the engine's style of the Limiter's headers.
 func (l *Limiter) style() engine.Style {
@@ -111,23 +112,5 @@ func (l *Limiter) unavailable(w http.ResponseWriter, c *call) {
 			retry = max(retry, e.Decision.RetryAfter)
 		}
 	}
-	secs := max(engine.CeilSeconds(retry), 1)
-	b := make([]byte, 0, 256)
-	b = append(b, `{"type":"`+ProblemTypeUnavailable+`","title":"Service Unavailable","status":503,"detail":"The rate limiter cannot decide; retry after `...)
-	b = strconv.AppendInt(b, secs, 10)
-	if secs == 1 {
-		b = append(b, ` second."`...)
-	} else {
-		b = append(b, ` seconds."`...)
-	}
-	b = append(b, `,"retry_after":`...)
-	b = strconv.AppendInt(b, secs, 10)
-	b = append(b, "}\n"...)
-	h := w.Header()
-	h[engine.KeyRetryAfter] = []string{strconv.FormatInt(secs, 10)}
-	h["Cache-Control"] = []string{"no-store"}
-	h["Content-Type"] = []string{"application/problem+json"}
-	h["Content-Length"] = []string{strconv.Itoa(len(b))}
-	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write(b)
+	problem.Unavailable(w, engine.CeilSeconds(retry), "The rate limiter cannot decide")
 }

@@ -12,6 +12,12 @@
 // report what they would have done; so does a Reject rule on the keys its
 // Enforce leaves in shadow mode, to roll a limit out to a share of clients.
 //
+// An adaptive concurrency rule (ConcurrencyRule.Adaptive) protects the
+// upstream from overload rather than from a client: it admits the requests
+// the other rules let through under a limit that follows the upstream's
+// latency (package adaptive), the most important first (Options.Priority),
+// and answers those it sheds 503 Service Unavailable with Retry-After.
+//
 // Responses carry the IETF RateLimit-Policy and RateLimit fields
 // (draft-ietf-httpapi-ratelimit-headers-11) and the legacy X-RateLimit-*
 // fields for the rule closest to its limit; a 429 carries Retry-After, names
@@ -23,16 +29,19 @@ package httplimit
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"net/textproto"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/internal/engine"
@@ -160,6 +169,10 @@ type Options struct {
 	// Event.Delay are measured in. Default the wall clock. (The store
 	// keeps its own clock for decisions.)
 	Clock interface{ Now() time.Time }
+	// Priority says which class each request is in for the adaptive
+	// concurrency rules (ConcurrencyRule.Adaptive). Default: every request
+	// is adaptive.Default.
+	Priority Priority
 }
 
 // wallClock is the default Options.Clock.
@@ -218,6 +231,7 @@ type Limiter struct {
 	deny      []*List
 	wait      func(ctx context.Context, d time.Duration) error
 	clock     interface{ Now() time.Time }
+	priority  Priority
 	pool      sync.Pool
 }
 
@@ -227,6 +241,8 @@ type compiled struct {
 	def   *tierPolicy
 	tiers map[string]*tierPolicy
 	conc  *sluice.Concurrency // for a concurrency rule; with def, its rate is decided with its slot
+	// adaptive is an adaptive concurrency rule's limiter, with its fleet.
+	adaptive *adaptive.Limiter
 }
 
 // tierPolicy is a rule's policy for one tier.
@@ -303,6 +319,7 @@ func New(opts Options) (*Limiter, error) {
 		overrides:     opts.Overrides,
 		identity:      opts.Identity,
 		deny:          append([]*List(nil), opts.Deny...),
+		priority:      opts.Priority,
 		wait:          opts.Wait,
 		clock:         opts.Clock,
 	}
@@ -356,7 +373,21 @@ func New(opts Options) (*Limiter, error) {
 			return nil, fmt.Errorf("%w: tiers: the client cannot be the %s key part: %s", ErrInvalidRule, l.tiers.Client, why)
 		}
 	}
-	usesJWT := l.tiers.From.Source == SourceJWT || l.tiers.Client.Source == SourceJWT
+	if err := l.priority.validate(); err != nil {
+		return nil, err
+	}
+	l.priority.Routes = slices.Clone(l.priority.Routes)
+	for i := range l.priority.Routes {
+		m := &l.priority.Routes[i].Match
+		m.Paths, m.Methods, m.Hosts = slices.Clone(m.Paths), slices.Clone(m.Methods), slices.Clone(m.Hosts)
+		if !l.caseSensitive {
+			for j, p := range m.Paths {
+				m.Paths[j] = lowerPath(p)
+			}
+		}
+	}
+	l.priority.Tiers = maps.Clone(l.priority.Tiers)
+	usesJWT := l.tiers.From.Source == SourceJWT || l.tiers.Client.Source == SourceJWT || l.priority.From.Source == SourceJWT
 	seen := make(map[string]bool)
 	for i := range opts.Rules {
 		r := opts.Rules[i]
@@ -372,7 +403,7 @@ func New(opts Options) (*Limiter, error) {
 		}
 		c := compiled{Rule: r}
 		c.Key = append([]KeyPart(nil), r.Key...)
-		if len(c.Key) == 0 {
+		if len(c.Key) == 0 && (r.Concurrency == nil || r.Concurrency.Adaptive == nil) {
 			c.Key = []KeyPart{IP()}
 		}
 		c.Match.Paths = append([]string(nil), r.Match.Paths...)
@@ -396,7 +427,13 @@ func New(opts Options) (*Limiter, error) {
 			pen.Blocks = append([]time.Duration(nil), pen.Blocks...)
 			c.Penalty = &pen
 		}
-		if r.Concurrency != nil {
+		if r.Concurrency != nil && r.Concurrency.Adaptive != nil {
+			var err error
+			if c.adaptive, err = adaptiveOf(opts.Store, &r); err != nil {
+				return nil, err
+			}
+			c.Concurrency = &ConcurrencyRule{Limit: r.Concurrency.Limit, Lease: r.Concurrency.Lease, Adaptive: r.Concurrency.Adaptive}
+		} else if r.Concurrency != nil {
 			ls, ok := opts.Store.(sluice.LeaseStore)
 			if !ok {
 				return nil, fmt.Errorf("%w: rule %q: the store keeps no leases (it is not a sluice.LeaseStore)", ErrInvalidRule, r.Name)
@@ -429,7 +466,7 @@ func New(opts Options) (*Limiter, error) {
 				c.def = tp
 			}
 		}
-		l.hasConc = l.hasConc || c.conc != nil
+		l.hasConc = l.hasConc || c.conc != nil || c.adaptive != nil
 		l.rules = append(l.rules, c)
 	}
 	if usesJWT && l.identity == nil {
@@ -508,9 +545,10 @@ const (
 	OutcomeDenied                       // "denied": the client is on a deny list (Options.Deny); refused with 403, not counted
 	OutcomeAllowListed                  // "allow_listed": the client is on one of the rule's Allow lists; the rule did not apply
 	OutcomeNotCounted                   // "not_counted": a rule with Count admitted the request, whose response did not match: not charged, or its unit given back
+	OutcomeShed                         // "shed": an adaptive concurrency rule shed it to protect the upstream; refused with 503, not charged
 )
 
-var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled", "denied", "allow_listed", "not_counted"}
+var outcomeNames = [...]string{"allowed", "limited", "delayed", "shadow_limited", "soft_limited", "exempt", "error", "skipped", "canceled", "denied", "allow_listed", "not_counted", "shed"}
 
 // String returns the outcome's metric label, such as "shadow_limited".
 func (o Outcome) String() string {
@@ -533,17 +571,22 @@ type Observer interface {
 // Event describes the decision for one request.
 type Event struct {
 	// Outcome is the request's: allowed, limited, delayed, exempt, error,
-	// canceled, denied (no Rules) or allow_listed (every rule it matched
-	// skipped it) (a Shadow or Soft rule's outcome is only in Rules).
+	// canceled, shed, denied (no Rules) or allow_listed (every rule it
+	// matched skipped it) (a Shadow or Soft rule's outcome is only in
+	// Rules).
 	Outcome Outcome
 	// Rules are the rules that matched, in order.
 	Rules []RuleEvent
 	// Latency is the time spent deciding, not counting any delay.
 	Latency time.Duration
-	// Delay is how long the request waited for its turn. For a canceled
-	// request it is how long it had waited when its client went away, not
-	// the delay it was given.
+	// Delay is how long the request waited for its turn, a slot of a
+	// concurrency rule included (an adaptive rule's queue, for a shed
+	// request too). For a canceled request it is how long it had waited
+	// when its client went away, not the delay it was given.
 	Delay time.Duration
+	// Class is the request's priority class (Options.Priority) when an
+	// adaptive concurrency rule matched it; adaptive.Default otherwise.
+	Class adaptive.Class
 	// List is, for OutcomeDenied, the name of the deny list the client is
 	// on.
 	List string
@@ -582,6 +625,9 @@ type call struct {
 	eng      engine.Call
 	fields   []engine.Field
 	leases   []*sluice.Lease
+	slots    []*adaptive.Slot // of adaptive concurrency rules
+	class    adaptive.Class   // for them, when classed
+	classed  bool
 	soft     []byte
 	cw       countWriter // see serveCounted
 }
@@ -600,6 +646,9 @@ func (c *call) reset() {
 	c.fields = c.fields[:0]
 	clear(c.leases)
 	c.leases = c.leases[:0]
+	clear(c.slots)
+	c.slots = c.slots[:0]
+	c.class, c.classed = adaptive.Default, false
 	c.keyBuf = c.keyBuf[:0]
 	c.soft = c.soft[:0]
 	c.cw = countWriter{}
@@ -633,7 +682,7 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 		next.ServeHTTP(w, r)
 		return
 	}
-	c.ev = Event{Rules: c.events, Outcome: OutcomeAllowed}
+	c.ev = Event{Rules: c.events, Outcome: OutcomeAllowed, Class: c.class}
 	ev := &c.ev
 	if allListed(c.events) {
 		ev.Outcome = OutcomeAllowListed
@@ -702,6 +751,9 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 			return
 		}
 		defer l.releaseLeases(ctx, c)
+		if len(c.slots) > 0 {
+			next = slotsHandler(c.slots, next)
+		}
 	}
 	// After the slots, whose rules may decide a rate with them.
 	l.writeHeaders(w.Header(), c)
@@ -766,7 +818,7 @@ func (l *Limiter) match(c *call, q *request) bool {
 			tp       *tierPolicy
 			ruleTier string
 		)
-		if rule.conc == nil || rule.def != nil {
+		if (rule.conc == nil && rule.adaptive == nil) || rule.def != nil {
 			tp, ruleTier = l.policyOf(rule, q)
 		}
 		start := len(c.keyBuf)
@@ -791,6 +843,9 @@ func (l *Limiter) match(c *call, q *request) bool {
 			c.rules = append(c.rules, rule)
 			spans = append(spans, span{start, start})
 			continue
+		}
+		if rule.adaptive != nil && !c.classed {
+			c.class, c.classed = l.classOf(q), true
 		}
 		c.events = append(c.events, RuleEvent{Rule: rule.Name, Action: rule.Action, Tier: ruleTier, Outcome: OutcomeAllowed})
 		c.policies = append(c.policies, tp)

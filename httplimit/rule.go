@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 )
 
 // Action says what a rule does with a request over its limit.
@@ -185,13 +186,35 @@ type Rule struct {
 // ConcurrencyRule is the limit of a concurrency rule (Rule.Concurrency).
 type ConcurrencyRule struct {
 	// Limit is the most requests per key in flight at once: 1 to
-	// sluice.MaxConcurrency.
+	// sluice.MaxConcurrency. For an adaptive rule it is the fleet limit
+	// (see Adaptive), 0 for none.
 	Limit int64
 	// Lease is how long a slot stays taken if the process dies before the
 	// request ends (a request releases its slot when it ends, however
 	// long it ran): sluice.MinLease to sluice.MaxLease. Choose it longer
-	// than the slowest response.
+	// than the slowest response. For an adaptive rule, only with a fleet
+	// limit.
 	Lease time.Duration
+	// Adaptive, if set, makes the rule an adaptive concurrency rule: the
+	// requests it matches are admitted under the limiter's limit, which
+	// follows the upstream's latency (see package adaptive), each in the
+	// class Options.Priority gives it, waiting in the limiter's queue up
+	// to its MaxWait; a request shed is answered 503 Service Unavailable
+	// with Retry-After and a problem document of type
+	// temporary-reduced-capacity (Event.Outcome OutcomeShed), without
+	// rate-limit headers. The rule applies once the rate rules have
+	// admitted the request (and any delay is over), as other concurrency
+	// rules do: a shed request stays charged to the rate rules, which
+	// count a client's attempts, and gives back what Delay rules
+	// reserved. The limiter is one for the whole
+	// rule: the rule takes no Key, no rate Limit, Action Reject and no
+	// MaxDelay. With Limit (and Lease) too, the requests also need a slot
+	// of their class's share of Limit across every process that shares
+	// the store (adaptive.Fleet, named after the rule). Admitted
+	// responses carry no rate-limit headers for it. Give each Limiter
+	// its own adaptive.Limiter, or one shared with WithOptions across a
+	// configuration reload.
+	Adaptive *adaptive.Limiter
 }
 
 // Validate checks everything about the rule that does not depend on other
@@ -207,20 +230,8 @@ func (r *Rule) Validate() error {
 	if int(r.Missing) >= len(missingNames) {
 		return fmt.Errorf("%w: rule %q: unknown missing-key behaviour %d", ErrInvalidRule, r.Name, r.Missing)
 	}
-	for _, p := range r.Match.Paths {
-		if !strings.HasPrefix(p, "/") || strings.Contains(p[:len(p)-1], "*") || (strings.HasSuffix(p, "*") && !strings.HasSuffix(p, "/*")) {
-			return fmt.Errorf("%w: rule %q: path %q must start with / and may end in /* (no other wildcards)", ErrInvalidRule, r.Name, p)
-		}
-	}
-	for _, m := range r.Match.Methods {
-		if !isToken(m) {
-			return fmt.Errorf("%w: rule %q: method %q is not a valid HTTP method", ErrInvalidRule, r.Name, m)
-		}
-	}
-	for _, h := range r.Match.Hosts {
-		if h == "" || strings.ContainsAny(strings.TrimPrefix(h, "*."), "*:/ ") {
-			return fmt.Errorf("%w: rule %q: host %q must be a host name without port, optionally starting with *.", ErrInvalidRule, r.Name, h)
-		}
+	if err := r.Match.validate(fmt.Sprintf("rule %q", r.Name)); err != nil {
+		return err
 	}
 	for _, li := range r.Allow {
 		if err := li.validate(); err != nil {
@@ -330,6 +341,27 @@ func sortedKeys[V any](m map[string]V) []string {
 	return ks
 }
 
+// validate checks the match's paths, methods and hosts; where names its
+// rule in errors.
+func (m *Match) validate(where string) error {
+	for _, p := range m.Paths {
+		if !strings.HasPrefix(p, "/") || strings.Contains(p[:len(p)-1], "*") || (strings.HasSuffix(p, "*") && !strings.HasSuffix(p, "/*")) {
+			return fmt.Errorf("%w: %s: path %q must start with / and may end in /* (no other wildcards)", ErrInvalidRule, where, p)
+		}
+	}
+	for _, me := range m.Methods {
+		if !isToken(me) {
+			return fmt.Errorf("%w: %s: method %q is not a valid HTTP method", ErrInvalidRule, where, me)
+		}
+	}
+	for _, h := range m.Hosts {
+		if h == "" || strings.ContainsAny(strings.TrimPrefix(h, "*."), "*:/ ") {
+			return fmt.Errorf("%w: %s: host %q must be a host name without port, optionally starting with *.", ErrInvalidRule, where, h)
+		}
+	}
+	return nil
+}
+
 // matches reports whether the rule applies to r, whose cleaned path is path.
 func (m *Match) matches(r *http.Request, path string) bool {
 	if len(m.Methods) > 0 && !slices.Contains(m.Methods, r.Method) {
@@ -365,6 +397,9 @@ func hostMatches(pattern, host string) bool {
 // validateConcurrency checks a concurrency rule's own fields.
 func (r *Rule) validateConcurrency() error {
 	c := r.Concurrency
+	if c.Adaptive != nil {
+		return r.validateAdaptive()
+	}
 	switch {
 	case r.Action != Reject && r.Action != Delay:
 		return fmt.Errorf("%w: rule %q: a concurrency rule's action is reject or delay, not %s", ErrInvalidRule, r.Name, r.Action)
@@ -402,6 +437,28 @@ func (r *Rule) validateEnforce() error {
 	}
 	if err := r.Enforce.Validate(); err != nil {
 		return fmt.Errorf("%w: rule %q: enforce: %w", ErrInvalidRule, r.Name, err)
+	}
+	return nil
+}
+
+// validateAdaptive checks an adaptive concurrency rule's own fields.
+func (r *Rule) validateAdaptive() error {
+	c := r.Concurrency
+	switch {
+	case r.Action != Reject:
+		return fmt.Errorf("%w: rule %q: an adaptive concurrency rule's action is reject (requests wait in its limiter's queue), not %s", ErrInvalidRule, r.Name, r.Action)
+	case r.MaxDelay != 0:
+		return fmt.Errorf("%w: rule %q: an adaptive concurrency rule takes no max delay: requests wait up to its limiter's MaxWait", ErrInvalidRule, r.Name)
+	case len(r.Key) > 0:
+		return fmt.Errorf("%w: rule %q: an adaptive concurrency rule takes no key: it has one limit for every request it matches", ErrInvalidRule, r.Name)
+	case r.Limit != (sluice.Limit{}) || len(r.Tiers) > 0 || r.Count != nil || r.Penalty != nil || r.Sync != (sluice.Sync{}):
+		return fmt.Errorf("%w: rule %q: an adaptive concurrency rule takes no rate limit, tiers, count, penalty or sync", ErrInvalidRule, r.Name)
+	case c.Limit < 0 || c.Limit > sluice.MaxConcurrency:
+		return fmt.Errorf("%w: rule %q: fleet limit %d, want 1 to %d, or 0 for none", ErrInvalidRule, r.Name, c.Limit, sluice.MaxConcurrency)
+	case c.Limit > 0 && (c.Lease < sluice.MinLease || c.Lease > sluice.MaxLease):
+		return fmt.Errorf("%w: rule %q: lease %v, want %v to %v with a fleet limit", ErrInvalidRule, r.Name, c.Lease, sluice.MinLease, sluice.MaxLease)
+	case c.Limit == 0 && c.Lease != 0:
+		return fmt.Errorf("%w: rule %q: an adaptive concurrency rule takes a lease only with a fleet limit", ErrInvalidRule, r.Name)
 	}
 	return nil
 }

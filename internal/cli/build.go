@@ -211,5 +211,8 @@ func warnings(cfg *config.Config) []string {
 			ws = append(ws, fmt.Sprintf("per-client overrides (admin API) are keyed by %s, whose values are tier names, not clients: set tiers.client to what identifies a client, such as header:X-API-Key", t.From))
 		}
 	}
+	if src := cfg.Limiter.Priority.From.Source; src != 0 && src != httplimit.SourceJWT {
+		ws = append(ws, fmt.Sprintf("priority classes come from %s as sent: make sure a trusted layer in front sets it and removes it from clients' requests, or clients can make themselves critical", cfg.Limiter.Priority.From))
+	}
 	return ws
 }

@@ -272,3 +272,37 @@ func TestCheckConfigSaysWhatIdentifiesAClient(t *testing.T) {
 		}
 	}
 }
+
+// check-config warns when priority classes come from a header as sent,
+// which a client could set to make itself critical, and not when they
+// come from a verified token.
+func TestCheckConfigWarnsOfPriorityFromAHeader(t *testing.T) {
+	const rules = "upstream: builtin:echo\nrules: [{name: a, concurrency: adaptive}]\n"
+	const warn = "warning: priority classes come from header:X-Priority as sent"
+	pem, err := filepath.Abs("../../examples/jwt/demo-issuer.pem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, priority string
+		warn           bool
+	}{
+		{"a header", "priority: {from: header:X-Priority}\n", true},
+		{"a token", "identity: {jwt: {keys: [" + pem + "], algorithms: [EdDSA], issuer: i, audience: a}}\npriority: {from: jwt:priority}\n", false},
+		{"routes", "priority: {routes: [{match: {path: /pay}, class: critical}]}\n", false},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".yaml")
+		if err := os.WriteFile(path, []byte(tc.priority+rules), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if c := cli.Run(context.Background(), []string{"check-config", path}, &out, &errb); c != 0 {
+			t.Errorf("%s: exit %d, stderr %q", tc.name, c, errb.String())
+			continue
+		}
+		if got := strings.Contains(errb.String(), warn); got != tc.warn {
+			t.Errorf("%s: stderr %q; want the warning: %v", tc.name, errb.String(), tc.warn)
+		}
+	}
+}

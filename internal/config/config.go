@@ -147,7 +147,7 @@ func Parse(data []byte, name string) (*Config, error) {
 }
 
 // rootFields are the top-level fields of a config file.
-var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "rules", "log", "admin", "lists", "deny", "identity", "tracing"}
+var rootFields = []string{"server", "upstream", "service", "store", "client_ip", "headers", "tiers", "priority", "rules", "log", "admin", "lists", "deny", "identity", "tracing"}
 
 // logFields are the fields of log.
 var logFields = []string{"rejections_per_second", "access"}
@@ -232,7 +232,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
-	var storeNode, redisNode, rulesNode, tiersNode, adminNode, listsNode, denyNode *yaml.Node
+	var storeNode, redisNode, rulesNode, tiersNode, adminNode, listsNode, denyNode, priorityNode *yaml.Node
 	hasUpstream := false
 	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
@@ -253,6 +253,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.tiers(v, &c.Limiter.Tiers)
 		case "rules":
 			rulesNode = v
+		case "priority":
+			priorityNode = v
 		case "lists":
 			listsNode = v
 		case "deny":
@@ -282,6 +284,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			})
 		}
 	})
+	if priorityNode != nil {
+		d.priority(priorityNode, &c.Limiter.Priority, c.Limiter.Tiers)
+	}
 	d.lists(listsNode, c)
 	if c.Service != nil {
 		d.serviceLists(c.Service)
@@ -325,6 +330,9 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		}
 		if c.Server.ForwardAuth != nil && len(d.err.Problems) == before {
 			d.checkCountForwardAuth(rulesNode, c.Limiter.Rules)
+		}
+		if len(d.err.Problems) == before {
+			d.checkAdaptive(rulesNode, priorityNode, c)
 		}
 	}
 	if c.JWT != nil && !usesRules {
@@ -374,9 +382,9 @@ func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) 
 	defer func() { d.storeCheck = nil }()
 	nodes := resolve(rulesNode).Content
 	for i, r := range rules {
-		// An exempt rule has no limit, nor has a concurrency rule without
-		// a rate: nothing for the store to run but slots.
-		if r.Action == httplimit.Exempt || i >= len(nodes) || (r.Concurrency != nil && r.Limit == (sluice.Limit{})) {
+		if r.Action == httplimit.Exempt || i >= len(nodes) || r.Limit == (sluice.Limit{}) {
+			// Exempt, or a concurrency rule without a rate: no limit
+			// for the store to run.
 			continue
 		}
 		path := fmt.Sprintf("rules[%d]", i)

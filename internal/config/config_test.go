@@ -313,6 +313,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("upstream: builtin:echo\nrules: [{name: a, algorithm: fixed_window, limit: 9, period: month, calendar: {anchor: '31T02:30', timezone: Europe/Berlin}, tiers: {p: {period: week, calendar: {week_start: monday}}}}]\n")
 	f.Add("upstream: builtin:echo\nlists: {a: {cidrs: [10.0.0.0/8, '::/0']}, k: {keys: [x], key: header:K}}\ndeny: [a]\nrules: [{name: a, algorithm: gcra, limit: 1, period: 1s, allow: k}]\n")
 	f.Add("lists: {a: {cidrs: [10.0.0.0/8]}, k: {keys: [x]}}\nservice: {grpc: 127.0.0.1:1, descriptors: d, deny: {remote_address: a}, allow: {api_key: [k, a]}}\n")
+	f.Add("upstream: builtin:echo\ntiers: {from: header:P}\npriority: {from: header:X-Priority, routes: [{match: {path: /c/*}, class: critical}], tiers: {p: sheddable}, default: default}\nrules: [{name: a, concurrency: adaptive, action: delay, max_delay: 20ms, adaptive: {min: 2, max: 90, tolerance: 25%, shares: {default: 80%, sheddable: 50%}, retry_after: 2s}}]\n")
 	// Syntax errors, which are located by parsing prefixes of the file.
 	f.Add("rules:\n  - name: a\n   limit: 5\n")
 	f.Add("upstream: 'x\nrules: [\n")

@@ -171,6 +171,9 @@ func (d *decoder) checkJWTParts(root *yaml.Node, c *Config) {
 			d.add(at, "tiers."+f, need, k)
 		}
 	}
+	if at := lookup(root, "priority", "from"); at != nil && c.Limiter.Priority.From.Source == httplimit.SourceJWT {
+		d.add(at, "priority.from", need, c.Limiter.Priority.From)
+	}
 	rules := lookup(root, "rules")
 	for i, r := range c.Limiter.Rules {
 		for _, k := range r.Key {

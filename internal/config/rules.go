@@ -15,7 +15,7 @@ import (
 )
 
 // ruleFields are the fields of a rule (rules[]).
-var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "calendar", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty", "concurrency", "lease", "enforce", "sync", "sync_interval"}
+var ruleFields = []string{"name", "match", "key", "missing", "algorithm", "limit", "period", "calendar", "burst", "tiers", "action", "max_delay", "count", "allow", "penalty", "concurrency", "adaptive", "lease", "enforce", "sync", "sync_interval"}
 
 // tierLimitFields are the fields of one of a rule's tiers (rules[].tiers.NAME).
 var tierLimitFields = []string{"algorithm", "limit", "period", "calendar", "burst"}
@@ -136,9 +136,11 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 	var r httplimit.Rule
 	var spec limitSpec
 	var keyNode, actionNode, maxDelayNode, countNode, allowNode, penaltyNode *yaml.Node
-	var concNode, leaseNode, enforceNode *yaml.Node
+	var concNode, leaseNode, enforceNode, adaptiveNode *yaml.Node
 	var sn syncNodes
 	var conc httplimit.ConcurrencyRule
+	var adaptiveSpec *adaptiveSpec
+	isAdaptive := false
 	tierSpecs := map[string]*limitSpec{}
 	tierNodes := map[string]*yaml.Node{}
 	var tierOrder []string
@@ -214,9 +216,19 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 			r.Enforce = d.rollout(v, p)
 		case "concurrency":
 			concNode = v
+			if rv := resolve(v); rv.Kind == yaml.ScalarNode && rv.Tag == "!!str" {
+				if rv.Value != "adaptive" {
+					d.add(v, p, "want a whole number (the most requests in flight per key) or adaptive (a limit that follows the upstream's latency), got %q", rv.Value)
+				}
+				isAdaptive = true
+				return
+			}
 			if c, ok := d.integer(v, p, 1, sluice.MaxConcurrency); ok {
 				conc.Limit = c
 			}
+		case "adaptive":
+			adaptiveNode = v
+			adaptiveSpec = d.adaptiveOptions(v, p)
 		case "lease":
 			leaseNode = v
 			if t, ok := d.duration(v, p, sluice.MinLease, sluice.MaxLease); ok {
@@ -261,12 +273,22 @@ func (d *decoder) rule(n *yaml.Node, path string) (httplimit.Rule, bool) {
 		for _, f := range []struct {
 			set  bool
 			name string
-		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.cal != nil, "calendar"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}, {enforceNode != nil, "enforce"}, {concNode != nil, "concurrency"}, {leaseNode != nil, "lease"}, {sn.mode != nil, "sync"}, {sn.interval != nil, "sync_interval"}} {
+		}{{keyNode != nil, "key"}, {spec.hasAlg, "algorithm"}, {spec.hasCount, "limit"}, {spec.hasPeriod, "period"}, {spec.cal != nil, "calendar"}, {spec.hasBurst, "burst"}, {len(tierSpecs) > 0, "tiers"}, {maxDelayNode != nil, "max_delay"}, {countNode != nil, "count"}, {allowNode != nil, "allow"}, {penaltyNode != nil, "penalty"}, {enforceNode != nil, "enforce"}, {concNode != nil, "concurrency"}, {adaptiveNode != nil, "adaptive"}, {leaseNode != nil, "lease"}, {sn.mode != nil, "sync"}, {sn.interval != nil, "sync_interval"}} {
 			if f.set {
 				d.add(actionNode, path+"."+f.name, "an exempt rule takes no %s", f.name)
 			}
 		}
 		return r, len(d.err.Problems) == before
+	}
+	if adaptiveNode != nil && !isAdaptive {
+		d.add(adaptiveNode, path+".adaptive", "only for a rule with concurrency: adaptive")
+	}
+	if isAdaptive {
+		return d.adaptiveRule(n, path, r, adaptiveSpec, conc.Lease, leaseNode, actionNode, maxDelayNode, map[string]bool{
+			"key": keyNode != nil, "algorithm": spec.hasAlg, "limit": spec.hasCount, "period": spec.hasPeriod, "calendar": spec.cal != nil, "burst": spec.hasBurst,
+			"tiers": len(tierSpecs) > 0, "count": countNode != nil, "penalty": penaltyNode != nil, "enforce": enforceNode != nil,
+			"sync": sn.mode != nil, "sync_interval": sn.interval != nil,
+		}, before)
 	}
 	if concNode != nil || leaseNode != nil {
 		return d.concurrencyRule(n, path, r, conc, &spec, before, concNode, leaseNode, actionNode, maxDelayNode, map[string]bool{

@@ -73,3 +73,39 @@ func Body(w http.ResponseWriter, err error, limit int64, detail string) {
 		Write(w, status, detail)
 	}
 }
+
+// TypeUnavailable is the problem type of a 503 answered while the server's
+// capacity is reduced for a while, through no fault of the client's
+// ("temporary-reduced-capacity", registered by
+// draft-ietf-httpapi-ratelimit-headers).
+const TypeUnavailable = "https://iana.org/assignments/http-problem-types#temporary-reduced-capacity"
+
+// Unavailable answers 503 Service Unavailable with Retry-After: secs (at
+// least 1) and a problem document of type TypeUnavailable whose detail is
+// detail followed by "; retry after N second(s).", and whose retry_after
+// member is N. It sets Content-Type, Content-Length and Cache-Control:
+// no-store; the caller may have set other headers before.
+func Unavailable(w http.ResponseWriter, secs int64, detail string) {
+	secs = max(secs, 1)
+	d, _ := json.Marshal(detail) // a string: never fails
+	b := make([]byte, 0, 160+len(d))
+	b = append(b, `{"type":"`+TypeUnavailable+`","title":"Service Unavailable","status":503,"detail":`...)
+	b = append(b, d[:len(d)-1]...)
+	b = append(b, "; retry after "...)
+	b = strconv.AppendInt(b, secs, 10)
+	if secs == 1 {
+		b = append(b, ` second."`...)
+	} else {
+		b = append(b, ` seconds."`...)
+	}
+	b = append(b, `,"retry_after":`...)
+	b = strconv.AppendInt(b, secs, 10)
+	b = append(b, "}\n"...)
+	h := w.Header()
+	h["Retry-After"] = []string{strconv.FormatInt(secs, 10)}
+	h["Cache-Control"] = []string{"no-store"}
+	h["Content-Type"] = []string{"application/problem+json"}
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write(b)
+}

@@ -59,3 +59,32 @@ func TestBody(t *testing.T) {
 		})
 	}
 }
+
+func TestUnavailable(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		secs   int64
+		detail string
+		body   string
+		retry  string
+	}{
+		{"one second", 1, "The rate limiter cannot decide", `{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Service Unavailable","status":503,"detail":"The rate limiter cannot decide; retry after 1 second.","retry_after":1}` + "\n", "1"},
+		{"seconds", 5, "Shed \"to protect\" the upstream", `{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Service Unavailable","status":503,"detail":"Shed \"to protect\" the upstream; retry after 5 seconds.","retry_after":5}` + "\n", "5"},
+		{"at least one second", 0, "x", `{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Service Unavailable","status":503,"detail":"x; retry after 1 second.","retry_after":1}` + "\n", "1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			problem.Unavailable(w, tc.secs, tc.detail)
+			if w.Code != http.StatusServiceUnavailable || w.Body.String() != tc.body {
+				t.Errorf("got %d %s, want 503 %s", w.Code, w.Body, tc.body)
+			}
+			if !json.Valid(w.Body.Bytes()) {
+				t.Errorf("body %s is not JSON", w.Body)
+			}
+			h := w.Header()
+			if h.Get("Retry-After") != tc.retry || h.Get("Content-Type") != "application/problem+json" || h.Get("Cache-Control") != "no-store" || h.Get("Content-Length") != fmt.Sprint(w.Body.Len()) {
+				t.Errorf("headers %v, want Retry-After %s and a problem document's", h, tc.retry)
+			}
+		})
+	}
+}

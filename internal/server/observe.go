@@ -46,6 +46,13 @@ type metrics struct {
 	leasesHeld        *prometheus.GaugeVec
 	leasesLost        *prometheus.CounterVec
 	leaseWait         *prometheus.HistogramVec
+	// The adaptive concurrency rules' decisions by rule and class:
+	// admitted or shed (and why), and the time spent in the queue. Their
+	// limits, requests in flight and latencies are read from the
+	// limiters at each scrape (adaptiveCollector).
+	adaptiveRequests *prometheus.CounterVec
+	adaptiveShed     *prometheus.CounterVec
+	adaptiveQueue    *prometheus.HistogramVec
 	// tokens counts the bearer tokens checked, by result; its series
 	// appear (all at once, at zero) with the first identity section.
 	tokens       *prometheus.CounterVec
@@ -155,8 +162,21 @@ func newMetrics(reg prometheus.Registerer, backend string) *metrics {
 		Help:    "Time requests of delay concurrency rules waited for a slot, in seconds, whether they got one or not; by rule.",
 		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 	}, []string{"rule"})
+	m.adaptiveRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_adaptive_requests_total",
+		Help: "Requests that adaptive concurrency rules decided, by rule, class (critical, default, sheddable) and outcome (admitted, shed).",
+	}, []string{"rule", "class", "outcome"})
+	m.adaptiveShed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_adaptive_shed_total",
+		Help: "Requests shed by adaptive concurrency rules (answered 503), by rule, class and reason: limit (its class's share was full and it could not wait), queue_full, timeout (it waited max_delay), fleet (its class's share of the fleet limit was full).",
+	}, []string{"rule", "class", "reason"})
+	m.adaptiveQueue = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "sluice_adaptive_queue_seconds",
+		Help:    "Time requests of adaptive concurrency rules waited in the queue, admitted or shed (zero when a slot was free at once), in seconds; by rule and class.",
+		Buckets: []float64{0, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"rule", "class"})
 	reg.MustRegister(m.tokens, m.decisions, m.requests, m.latency, m.delay, m.storeErrors, m.degraded, m.logDropped, m.upstreamErrors, m.listMatches,
-		m.leaseAcquisitions, m.leasesHeld, m.leasesLost, m.leaseWait)
+		m.leaseAcquisitions, m.leasesHeld, m.leasesLost, m.leaseWait, m.adaptiveRequests, m.adaptiveShed, m.adaptiveQueue)
 	m.storeErrors.WithLabelValues(backend)
 	for _, k := range proxy.FailureKinds {
 		m.upstreamErrors.WithLabelValues(k)
@@ -215,7 +235,7 @@ var _ httplimit.Observer = (*observer)(nil)
 func (o *observer) Observe(r *http.Request, e *httplimit.Event) {
 	o.requests(e.Outcome).Inc()
 	o.m.latency.Observe(e.Latency.Seconds())
-	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled {
+	if e.Delay > 0 && e.Outcome != httplimit.OutcomeCanceled && e.Outcome != httplimit.OutcomeShed {
 		o.m.delay.Observe(e.Delay.Seconds())
 	}
 	if e.Outcome == httplimit.OutcomeDenied {
@@ -268,6 +288,10 @@ var _ httplimit.LeaseObserver = (*observer)(nil)
 
 // ObserveLease implements httplimit.LeaseObserver.
 func (o *observer) ObserveLease(e httplimit.LeaseEvent) {
+	if e.Adaptive {
+		o.observeAdaptive(e)
+		return
+	}
 	switch e.Outcome {
 	case httplimit.LeaseReleased, httplimit.LeaseLost:
 		o.m.leasesHeld.WithLabelValues(e.Rule).Dec()
@@ -281,6 +305,79 @@ func (o *observer) ObserveLease(e httplimit.LeaseEvent) {
 	o.m.leaseAcquisitions.WithLabelValues(e.Rule, e.Outcome.String()).Inc()
 	if e.Waited > 0 {
 		o.m.leaseWait.WithLabelValues(e.Rule).Observe(e.Waited.Seconds())
+	}
+}
+
+// observeAdaptive counts an adaptive concurrency rule's decision, and
+// logs a shed request within the log rate limit.
+func (o *observer) observeAdaptive(e httplimit.LeaseEvent) {
+	class := e.Class.String()
+	o.m.adaptiveQueue.WithLabelValues(e.Rule, class).Observe(e.Waited.Seconds())
+	if e.Outcome != httplimit.LeaseShed {
+		o.m.adaptiveRequests.WithLabelValues(e.Rule, class, "admitted").Inc()
+		return
+	}
+	o.m.adaptiveRequests.WithLabelValues(e.Rule, class, "shed").Inc()
+	o.m.adaptiveShed.WithLabelValues(e.Rule, class, e.Reason.String()).Inc()
+	if !o.logs.Allow(time.Now()) {
+		o.m.logDropped.Inc()
+		return
+	}
+	o.log.LogAttrs(context.Background(), slog.LevelWarn, "request shed to protect the upstream (503)",
+		slog.String("rule", e.Rule), slog.String("class", class), slog.String("reason", e.Reason.String()), slog.Duration("waited", e.Waited))
+}
+
+// adaptiveCollector reports the state of the current generation's
+// adaptive concurrency rules at each scrape: their limits, requests in
+// flight and queued, latencies and probes.
+type adaptiveCollector struct {
+	rules                                            func() []httplimit.Rule
+	limit, inFlight, queued, noLoad, latency, probes *prometheus.Desc
+}
+
+func newAdaptiveCollector(rules func() []httplimit.Rule) *adaptiveCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(name, help, []string{"rule"}, nil)
+	}
+	return &adaptiveCollector{
+		rules:    rules,
+		limit:    d("sluice_adaptive_limit", "The limit an adaptive concurrency rule admits requests under now (the probe's, lower, while a probe measures the no-load latency; critical requests keep the limit), by rule."),
+		inFlight: d("sluice_adaptive_in_flight", "Requests holding a slot of an adaptive concurrency rule in this gateway, by rule."),
+		queued:   d("sluice_adaptive_queued", "Requests waiting in an adaptive concurrency rule's queue, by rule."),
+		noLoad:   d("sluice_adaptive_no_load_latency_seconds", "The upstream's latency without load, as an adaptive concurrency rule last measured it, in seconds; by rule."),
+		latency:  d("sluice_adaptive_latency_seconds", "The upstream's latency over an adaptive concurrency rule's last window, in seconds; by rule."),
+		probes:   d("sluice_adaptive_probes_total", "Probes of the no-load latency an adaptive concurrency rule ran, by rule."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *adaptiveCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.limit, c.inFlight, c.queued, c.noLoad, c.latency, c.probes} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *adaptiveCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, r := range c.rules() {
+		if r.Concurrency == nil || r.Concurrency.Adaptive == nil {
+			continue
+		}
+		st := r.Concurrency.Adaptive.Stats()
+		for _, m := range []struct {
+			d *prometheus.Desc
+			t prometheus.ValueType
+			v float64
+		}{
+			{c.limit, prometheus.GaugeValue, float64(st.Limit)},
+			{c.inFlight, prometheus.GaugeValue, float64(st.InFlight)},
+			{c.queued, prometheus.GaugeValue, float64(st.Queued)},
+			{c.noLoad, prometheus.GaugeValue, st.NoLoadLatency.Seconds()},
+			{c.latency, prometheus.GaugeValue, st.Latency.Seconds()},
+			{c.probes, prometheus.CounterValue, float64(st.Probes)},
+		} {
+			ch <- prometheus.MustNewConstMetric(m.d, m.t, m.v, r.Name)
+		}
 	}
 }
 

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/descriptor"
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
@@ -257,6 +258,12 @@ func New(opts Options) (*Server, error) {
 	}
 	g.m = newMetrics(g.reg, g.backend)
 	buildInfo(g.reg)
+	g.reg.MustRegister(newAdaptiveCollector(func() []httplimit.Rule {
+		if gen := g.gen.Load(); gen != nil {
+			return gen.opts.Limiter.Rules
+		}
+		return nil
+	}))
 	g.reloads = newReloadMetrics(g.reg)
 	g.top, g.dtop = new(topk.Set), new(topk.Set)
 	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
@@ -433,6 +440,7 @@ func (g *Server) build(opts Options) (*generation, error) {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 	}
+	opts.Limiter.Rules = g.keepAdaptive(opts.Limiter.Rules)
 	gen := &generation{opts: opts, closeIdle: func() {}}
 	var err error
 	if opts.Upstream != "" {
@@ -495,6 +503,38 @@ func (g *Server) build(opts Options) (*generation, error) {
 	return gen, nil
 }
 
+// keepAdaptive returns rules with each adaptive concurrency rule that the
+// running generation has too (by name) sharing the running limiter's
+// state, with the new rule's options (adaptive.Limiter.WithOptions): a
+// reload keeps the limit learned, the no-load latency measured, and the
+// requests in flight and queued counted. rules is not modified.
+func (g *Server) keepAdaptive(rules []httplimit.Rule) []httplimit.Rule {
+	prev := g.gen.Load()
+	if prev == nil {
+		return rules
+	}
+	running := map[string]*adaptive.Limiter{}
+	for _, r := range prev.opts.Limiter.Rules {
+		if r.Concurrency != nil && r.Concurrency.Adaptive != nil {
+			running[r.Name] = r.Concurrency.Adaptive
+		}
+	}
+	out := slices.Clone(rules)
+	for i, r := range out {
+		if r.Concurrency == nil || r.Concurrency.Adaptive == nil || running[r.Name] == nil {
+			continue
+		}
+		lim, err := running[r.Name].WithOptions(r.Concurrency.Adaptive.Options())
+		if err != nil {
+			continue // valid options, as the new limiter holds them: never
+		}
+		cr := *r.Concurrency
+		cr.Adaptive = lim
+		out[i].Concurrency = &cr
+	}
+	return out
+}
+
 // claimsUsed returns the names of the claims the rules and tiers use, for
 // the verifier to keep no others.
 func claimsUsed(lo httplimit.Options) []string {
@@ -507,6 +547,7 @@ func claimsUsed(lo httplimit.Options) []string {
 	add(lo.Tiers.From)
 	add(lo.Tiers.Client)
 	add(lo.Tiers.Anchor)
+	add(lo.Priority.From)
 	for _, r := range lo.Rules {
 		for _, k := range r.Key {
 			add(k)
