@@ -41,29 +41,32 @@ func (f *failures) list() []error {
 func TestFailurePolicies(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	const margin = 900 * time.Millisecond // generous: -race on 2 cores
-	limit := sluice.Limit{Algorithm: sluice.GCRA, Count: 3, Period: time.Hour}
+	// A burst above the count: Limit is the burst, the ceiling of
+	// Remaining, on every path (issue of a legacy pair "remaining 5 of 3").
+	limit := sluice.Limit{Algorithm: sluice.GCRA, Count: 3, Period: time.Hour, Burst: 5}
 	// want checks the i-th decision with Redis down.
 	cases := []struct {
 		onError redisstore.Failure
 		want    func(i int, d sluice.Decision) error
 	}{
 		{redisstore.Allow, func(i int, d sluice.Decision) error {
-			if !d.Allowed || d.Limit != 3 {
-				return fmt.Errorf("got Allowed=%v Limit=%d, want Allowed=true Limit=3", d.Allowed, d.Limit)
+			if !d.Allowed || d.Limit != 5 || d.Remaining > d.Limit {
+				return fmt.Errorf("got Allowed=%v Limit=%d Remaining=%d, want Allowed=true Limit=5 Remaining at most 5", d.Allowed, d.Limit, d.Remaining)
 			}
 			return nil
 		}},
 		{redisstore.Deny, func(i int, d sluice.Decision) error {
-			if d.Allowed || d.RetryAfter <= 0 || d.Limit != 3 {
-				return fmt.Errorf("got Allowed=%v RetryAfter=%v Limit=%d, want Allowed=false, RetryAfter>0, Limit=3", d.Allowed, d.RetryAfter, d.Limit)
+			if d.Allowed || d.RetryAfter <= 0 || d.Limit != 5 {
+				return fmt.Errorf("got Allowed=%v RetryAfter=%v Limit=%d, want Allowed=false, RetryAfter>0, Limit=5", d.Allowed, d.RetryAfter, d.Limit)
 			}
 			return nil
 		}},
 		{redisstore.Local, func(i int, d sluice.Decision) error {
-			// The in-memory fallback holds the same limit: 3, then denials.
-			want := i < 3
-			if d.Allowed != want || d.Limit != 3 || (!want && d.RetryAfter <= 0) {
-				return fmt.Errorf("got Allowed=%v Limit=%d RetryAfter=%v, want Allowed=%v Limit=3 (and RetryAfter>0 when denied)", d.Allowed, d.Limit, d.RetryAfter, want)
+			// The in-memory fallback holds the same limit: a burst of 5,
+			// then denials.
+			want := i < 5
+			if d.Allowed != want || d.Limit != 5 || (!want && d.RetryAfter <= 0) {
+				return fmt.Errorf("got Allowed=%v Limit=%d RetryAfter=%v, want Allowed=%v Limit=5 (and RetryAfter>0 when denied)", d.Allowed, d.Limit, d.RetryAfter, want)
 			}
 			return nil
 		}},
@@ -93,7 +96,7 @@ func TestFailurePolicies(t *testing.T) {
 				}
 				m.fail(t, srv)
 				var slowest time.Duration
-				const decisions = 5
+				const decisions = 6
 				for i := range decisions {
 					var d sluice.Decision
 					var err error

@@ -579,7 +579,7 @@ func (e *quotaEntry) unlist(q *quotas) {
 func (e *quotaEntry) local(p *sluice.Policy, now int64, wall time.Time) sluice.Decision {
 	return sluice.Decision{
 		Allowed:    true,
-		Limit:      storekit.Of(p).Rule(0).Count(),
+		Limit:      storekit.Of(p).Rule(0).Burst(),
 		Remaining:  e.remaining + e.units,
 		ResetAfter: time.Duration(max(e.reset-(now-e.at), 0)),
 		Time:       wall,
@@ -651,7 +651,7 @@ func (s *Store) takeAsync(ctx context.Context, c *compiled, p *sluice.Policy, ke
 		q.local.Add(1)
 	}
 	avail := e.remaining - e.pending
-	d := sluice.Decision{Limit: r.Count(), Time: s.quotaTime(now)}
+	d := sluice.Decision{Limit: r.Burst(), Time: s.quotaTime(now)}
 	if avail >= n {
 		e.pending += n
 		d.Allowed, d.Remaining = true, avail-n
@@ -813,7 +813,7 @@ func (s *Store) peekLocal(p *sluice.Policy, c *compiled, key string) (sluice.Dec
 		return e.local(p, now, s.quotaTime(now)), true
 	case e.viewed && !e.syncFailed && now < e.nextSync && (storekit.Of(p).Rule(0).Algorithm() != algo.FixedWindow || now < e.windowEnd):
 		avail := e.remaining - e.pending
-		d := sluice.Decision{Allowed: avail > 0, Limit: storekit.Of(p).Rule(0).Count(), Remaining: max(avail, 0), Time: s.quotaTime(now),
+		d := sluice.Decision{Allowed: avail > 0, Limit: storekit.Of(p).Rule(0).Burst(), Remaining: max(avail, 0), Time: s.quotaTime(now),
 			ResetAfter: time.Duration(max(e.reset-(now-e.at), 0))}
 		if !d.Allowed {
 			d.RetryAfter = time.Duration(e.nextSync - now)

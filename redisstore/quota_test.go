@@ -29,6 +29,15 @@ func quotaStores(t *testing.T, srv *redistest.Server, clk *clock.Fake, n int, op
 }
 
 // synced returns a copy of p in mode m.
+// decisionLimit is what a Decision's Limit says for l: its burst for the
+// bucket algorithms, its count for the windows.
+func decisionLimit(l sluice.Limit) int64 {
+	if (l.Algorithm == sluice.TokenBucket || l.Algorithm == sluice.GCRA) && l.Burst > 0 {
+		return l.Burst
+	}
+	return l.Count
+}
+
 func synced(t *testing.T, p *sluice.Policy, m sluice.SyncMode) *sluice.Policy {
 	t.Helper()
 	q, err := p.WithSync(sluice.Sync{Mode: m})
@@ -44,6 +53,8 @@ func synced(t *testing.T, p *sluice.Policy, m sluice.SyncMode) *sluice.Policy {
 func storm(t *testing.T, stores []*redisstore.Store, p *sluice.Policy, key string, workers, perWorker int) int64 {
 	t.Helper()
 	var admitted, bad atomic.Int64
+	var inconsistent atomic.Pointer[sluice.Decision]
+	ceiling := decisionLimit(p.Limit(0))
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for _, s := range stores {
@@ -58,6 +69,9 @@ func storm(t *testing.T, stores []*redisstore.Store, p *sluice.Policy, key strin
 					case d.Allowed:
 						admitted.Add(1)
 					}
+					if err == nil && (d.Limit != ceiling || d.Remaining < 0 || d.Remaining > d.Limit) {
+						inconsistent.Store(&d)
+					}
 				}
 			})
 		}
@@ -66,6 +80,9 @@ func storm(t *testing.T, stores []*redisstore.Store, p *sluice.Policy, key strin
 	wg.Wait()
 	if n := bad.Load(); n > 0 {
 		t.Fatalf("%d decisions failed or degraded", n)
+	}
+	if d := inconsistent.Load(); d != nil {
+		t.Fatalf("a decision said Limit %d, Remaining %d; want Limit %d (the limit's burst, its count for a window) and Remaining from 0 to Limit", d.Limit, d.Remaining, ceiling)
 	}
 	return admitted.Load()
 }

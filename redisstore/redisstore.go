@@ -1014,10 +1014,10 @@ func (s *Store) failed(p *sluice.Policy) sluice.Decision {
 	now := time.Now()
 	r := storekit.Of(p).Rule(0)
 	if s.onError == Allow {
-		return sluice.Decision{Allowed: true, Limit: r.Count(), Remaining: r.Burst(), Time: now, Degraded: true}
+		return sluice.Decision{Allowed: true, Limit: r.Burst(), Remaining: r.Burst(), Time: now, Degraded: true}
 	}
 	retry := s.failedRetry(now)
-	return sluice.Decision{Limit: r.Count(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}
+	return sluice.Decision{Limit: r.Burst(), RetryAfter: retry, ResetAfter: retry, Time: now, Degraded: true}
 }
 
 // failedRetry is the RetryAfter of OnError Deny at now: until the open
