@@ -204,7 +204,8 @@ func (c *Call) capacity(i int) int64 {
 // quota, and gets none), as the package describes, and returns it. Every
 // value is cut from one string. names are the Envoy style's; now is the
 // time a Legacy reset counts from when the decision has none (a limit
-// that admits nothing).
+// that admits nothing), the clock's reading when now is zero: the clock is
+// read only then.
 func (c *Call) Fields(dst []Field, v Verdict, style Style, names *Names, now time.Time) []Field {
 	if v == Unavailable || style == 0 {
 		return dst
@@ -250,6 +251,9 @@ func (c *Call) Fields(dst []Field, v Verdict, style Style, names *Names, now tim
 			at := d.Time
 			if at.IsZero() {
 				at = now
+			}
+			if at.IsZero() {
+				at = time.Now()
 			}
 			at = at.Add(b.wait)
 			sec := at.Unix()

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"net/textproto"
+	"strconv"
 	"testing"
 	"time"
 
@@ -34,5 +35,46 @@ func TestKeys(t *testing.T) {
 		if got := textproto.CanonicalMIMEHeaderKey(name); got != key {
 			t.Errorf("%s: key %q, want %q", name, key, got)
 		}
+	}
+}
+
+// A request refused by a limit that admits nothing has no decision time:
+// the legacy reset counts from the time the caller gives, or from the
+// clock when it gives none, never from the zero time.
+func TestLegacyResetWithoutDecisionTime(t *testing.T) {
+	blocked := sluice.Limit{Algorithm: sluice.FixedWindow, Count: 10, Period: time.Minute}
+	for _, tt := range []struct {
+		name string
+		now  time.Time
+	}{
+		{"given", time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)},
+		{"clock", time.Time{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var c Call
+			c.Add(Check{Name: "blocked", Mode: Enforce, Show: blocked})
+			c.Results[0].Outcome, c.Results[0].Never = Limited, true
+			before := time.Now()
+			fields := c.Fields(nil, Refused, Legacy, nil, tt.now)
+			from := tt.now
+			if from.IsZero() {
+				from = before
+			}
+			var reset string
+			for _, f := range fields {
+				if f.Name == NameReset {
+					reset = f.Value
+				}
+			}
+			sec, err := strconv.ParseInt(reset, 10, 64)
+			if err != nil {
+				t.Fatalf("%s = %q: %v (fields %+v)", NameReset, reset, err, fields)
+			}
+			// The limit's period from now: at least now + 60 s, within a
+			// minute of the clock's reading.
+			if want := from.Add(time.Minute).Unix(); sec < want || sec > want+60 {
+				t.Errorf("%s = %d, want %d (a minute from %v)", NameReset, sec, want, from)
+			}
+		})
 	}
 }

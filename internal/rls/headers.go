@@ -38,7 +38,7 @@ func (s *Service) headers(c *call, over bool) []*corev3.HeaderValue {
 	if over {
 		v = engine.Refused
 	}
-	c.fields = c.eng.Fields(c.fields[:0], v, s.style, s.names, time.Now())
+	c.fields = c.eng.Fields(c.fields[:0], v, s.style, s.names, time.Time{})
 	if len(c.fields) == 0 {
 		return nil
 	}
