@@ -174,6 +174,8 @@ type Policy struct {
 	limits []Limit
 	c      compiled.Policy // what stores see, through package storekit
 	bucket bool            // every rule is a bucket rule
+	// capacity is the largest cost every limit can hold: the least Burst.
+	capacity int64
 
 	penalty *Penalty // nil for none; also c.Penalty
 
@@ -205,6 +207,9 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 		p.c.Slots = append(p.c.Slots, compiled.SlotOf(id))
 		p.c.Defs = append(p.c.Defs, compiled.DefOf(r))
 		p.bucket = p.bucket && l.Algorithm.IsBucket()
+		if i == 0 || r.Capacity() < p.capacity {
+			p.capacity = r.Capacity()
+		}
 	}
 	return p, nil
 }
@@ -257,6 +262,9 @@ func (p *Policy) CanReserve() bool { return p.bucket }
 
 // CheckCost returns an error if n is not a cost that every limit could admit.
 func (p *Policy) CheckCost(n int64) error {
+	if n >= 1 && n <= p.capacity {
+		return nil
+	}
 	for i := range p.c.Rules {
 		if err := p.c.Rules[i].CheckCost(n); err != nil {
 			return fmt.Errorf("policy %q limit %d: %w", p.name, i, err)

@@ -93,7 +93,7 @@ func (l *Limiter) acquireLeases(ctx context.Context, w http.ResponseWriter, r *h
 			if !allowed {
 				out.Outcome = engine.Limited
 			}
-			c.eng.Record(engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name}, out)
+			c.eng.Record(engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name, Item: tp.item}, out)
 		}
 		if l.leaseObs != nil {
 			le := LeaseEvent{Rule: rule.Name, Waited: waited}

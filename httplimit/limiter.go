@@ -249,6 +249,8 @@ type compiled struct {
 type tierPolicy struct {
 	policy *sluice.Policy
 	lim    *sluice.Limiter
+	// item is the policy's RateLimit-Policy item under the rule's name.
+	item string
 	// anchors holds the policy's copies for the billing anchors requests
 	// named (Tiers.Anchor); nil unless its limit is a calendar quota.
 	anchors *anchorCache
@@ -293,7 +295,7 @@ func (tp *tierPolicy) withAnchor(a calendar.Anchor) *tierPolicy {
 		if err != nil {
 			return tp
 		}
-		out = &tierPolicy{policy: p, lim: sl}
+		out = &tierPolicy{policy: p, lim: sl, item: tp.item}
 	}
 	v, loaded := c.m.LoadOrStore(a, out)
 	if !loaded {
@@ -500,7 +502,7 @@ func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pe
 	if err != nil {
 		return nil, err
 	}
-	tp := &tierPolicy{policy: p, lim: sl}
+	tp := &tierPolicy{policy: p, lim: sl, item: string(engine.AppendPolicyItem(nil, name, p.Limit(0)))}
 	if lim.Calendar != nil {
 		tp.anchors = &anchorCache{store: store}
 	}
@@ -878,7 +880,7 @@ func (l *Limiter) decide(ctx context.Context, c *call) engine.Verdict {
 			c.check = append(c.check, -1)
 			continue
 		}
-		ch := engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name}
+		ch := engine.Check{Policy: tp.policy, Key: e.Key, Cost: 1, Name: rule.Name, Item: tp.item}
 		counted := rule.Count != nil
 		switch e.Action {
 		case Delay:

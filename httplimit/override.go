@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/calendar"
+	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Override is one client's exception to the tiers. A client is a value of
@@ -90,7 +91,7 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 		if err != nil {
 			return nil, err
 		}
-		co.rules[rule] = &tierPolicy{policy: p, lim: sl}
+		co.rules[rule] = &tierPolicy{policy: p, lim: sl, item: string(engine.AppendPolicyItem(nil, rule, p.Limit(0)))}
 		co.o.Limits[rule] = lim
 	}
 	return co, nil
@@ -136,7 +137,7 @@ func (c *ClientOverride) withAnchor(tp *tierPolicy) *tierPolicy {
 	out := tp
 	if p := tp.policy.WithAnchor(*c.o.Anchor); p != tp.policy {
 		if sl, err := sluice.NewWithPolicy(c.store, p); err == nil {
-			out = &tierPolicy{policy: p, lim: sl}
+			out = &tierPolicy{policy: p, lim: sl, item: tp.item}
 		}
 	}
 	v, _ := c.anchored.LoadOrStore(tp, out)

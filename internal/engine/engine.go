@@ -79,6 +79,10 @@ type Check struct {
 	Name string
 	// Show is the limit rendered in rate-limit fields when Policy is nil.
 	Show sluice.Limit
+	// Item, if not empty, is the RateLimit-Policy item of Policy's first
+	// limit under Name, as AppendPolicyItem renders it, made once by the
+	// face so that Fields need not render it for every request.
+	Item string
 }
 
 // Outcome is what became of one check.
@@ -192,6 +196,12 @@ type Call struct {
 	// Failed reports that a store error let a check through unchecked.
 	Failed bool
 
+	// modes has bit 1<<m set for each Mode m among the checks, and
+	// unbound reports a check without a policy: decide skips the passes
+	// that no check needs.
+	modes   uint8
+	unbound bool
+
 	reqs  []sluice.Request
 	outs  []sluice.Decision
 	idx   []int // each check's request in reqs, or -1
@@ -206,6 +216,7 @@ func (c *Call) Reset() {
 	clear(c.Results)
 	c.Results = c.Results[:0]
 	c.Failed = false
+	c.modes, c.unbound = 0, false
 	clear(c.reqs)
 	c.reqs = c.reqs[:0]
 	c.outs = c.outs[:0]
@@ -216,6 +227,7 @@ func (c *Call) Reset() {
 
 // Add appends a check and returns its index.
 func (c *Call) Add(ch Check) int {
+	c.note(&ch)
 	c.Checks = append(c.Checks, ch)
 	c.Results = append(c.Results, Result{})
 	return len(c.Checks) - 1
@@ -225,10 +237,20 @@ func (c *Call) Add(ch Check) int {
 // concurrency slot in one step, so that the fields describe it with the
 // others. It returns the check's index.
 func (c *Call) Record(ch Check, r Result) int {
+	c.note(&ch)
 	c.Checks = append(c.Checks, ch)
 	c.Results = append(c.Results, r)
 	return len(c.Checks) - 1
 }
+
+// note records what ch needs of decide.
+func (c *Call) note(ch *Check) {
+	c.modes |= 1 << ch.Mode
+	c.unbound = c.unbound || ch.Policy == nil
+}
+
+// has reports whether any check has mode m.
+func (c *Call) has(m Mode) bool { return c.modes&(1<<m) != 0 }
 
 // Described returns the indexes of the checks the last Fields described,
 // in the order it described them.
@@ -270,8 +292,12 @@ func (e *Engine) Decide(ctx context.Context, c *Call) (v Verdict, err error) {
 
 func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 	v := Admitted
+	never := false // a check that no request can pass
 	// 1. The limits that admit nothing, and the probes.
 	for i := range c.Checks {
+		if !c.unbound && !c.has(Shadow) {
+			break
+		}
 		ch, r := &c.Checks[i], &c.Results[i]
 		switch {
 		case ch.Policy == nil && (ch.Mode == Shadow || ch.Mode == ShadowProbe):
@@ -282,6 +308,7 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 			// More than the limit could ever admit: over it, not an error.
 			r.Outcome, r.Never = ShadowLimited, true
 		}
+		never = never || r.Never
 	}
 	// The batch: one counter named twice is charged once, with both
 	// costs; a cost beyond what its limit could ever admit is over it.
@@ -303,10 +330,14 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 	for i, j := range c.idx {
 		if j >= 0 && c.reqs[j].Policy.CheckCost(c.reqs[j].N) != nil {
 			c.Results[i].Outcome, c.Results[i].Never, v = Limited, true, Refused
+			never = true
 		}
 	}
 	// The state of what never passes, uncharged, for its status.
 	for i := range c.Checks {
+		if !never {
+			break
+		}
 		ch, r := &c.Checks[i], &c.Results[i]
 		if !r.Never || ch.Policy == nil {
 			continue
@@ -320,6 +351,9 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		}
 	}
 	for i := range c.Checks {
+		if !c.has(Probe) {
+			break
+		}
 		ch, r := &c.Checks[i], &c.Results[i]
 		if ch.Mode != Probe || ch.Policy == nil || (v != Admitted && !e.opts.Report) {
 			continue
@@ -345,6 +379,9 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 	}
 	// 2. Reservations.
 	for i := range c.Checks {
+		if !c.has(Delay) {
+			break
+		}
 		ch, r := &c.Checks[i], &c.Results[i]
 		if ch.Mode != Delay || ch.Policy == nil || v != Admitted {
 			continue
@@ -429,6 +466,9 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 	// refusal left undecided (Options.Report), or the shadows of an
 	// admitted request, charged.
 	for i := range c.Checks {
+		if v == Admitted && !c.has(Shadow) && !c.has(ShadowProbe) || v != Admitted && !e.opts.Report {
+			break
+		}
 		ch, r := &c.Checks[i], &c.Results[i]
 		if ch.Policy == nil || r.Never || r.Outcome == Error {
 			continue

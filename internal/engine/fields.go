@@ -185,6 +185,16 @@ func (c *Call) limit(i int) sluice.Limit {
 	return ch.Show
 }
 
+// appendPolicyItem appends check i's RateLimit-Policy item to b: the
+// check's Item when its first limit binds, rendered otherwise.
+func (c *Call) appendPolicyItem(b []byte, i int) []byte {
+	ch := &c.Checks[i]
+	if ch.Item != "" && ch.Policy != nil && c.Results[i].Decision.Index == 0 {
+		return append(b, ch.Item...)
+	}
+	return AppendPolicyItem(b, ch.Name, c.limit(i))
+}
+
 // capacity is the limit the legacy and Envoy fields show for check i: the
 // most its binding limit can hold, as sluice.Decision.Limit, so that the
 // units remaining never exceed it.
@@ -228,7 +238,7 @@ func (c *Call) Fields(dst []Field, v Verdict, style Style, names *Names, now tim
 			if n > 0 {
 				buf = append(buf, ", "...)
 			}
-			buf = AppendPolicyItem(buf, c.Checks[i].Name, c.limit(i))
+			buf = c.appendPolicyItem(buf, i)
 		}
 		mark(NameRateLimitPolicy, KeyRateLimitPolicy)
 		for n, i := range b.idx {
