@@ -49,6 +49,7 @@ func options(cfg *config.Config) (server.Options, error) {
 		Backend:           cfg.Store.Backend,
 		MaxKeys:           cfg.Store.MaxKeys,
 		Redis:             cfg.Store.Redis,
+		BackendOptions:    cfg.Store.Options,
 		Limiter:           lo,
 		LogLinesPerSecond: cfg.RejectionLogsPerSecond,
 		AdminAllowRemote:  cfg.Admin.AllowRemote,

@@ -10,6 +10,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/adaptive"
 	"github.com/sluicehq/sluice/httplimit"
+	"github.com/sluicehq/sluice/internal/server/backend"
 )
 
 // adaptiveFields are the fields of an adaptive concurrency rule's
@@ -256,9 +257,10 @@ func (d *decoder) priority(n *yaml.Node, p *httplimit.Priority, tiers httplimit.
 	})
 }
 
-// checkAdaptive reports, among valid rules, a fleet limit without Redis to
-// share it, and a priority section that no adaptive concurrency rule uses.
-func (d *decoder) checkAdaptive(rulesNode, priorityNode *yaml.Node, c *Config) {
+// checkAdaptive reports, among valid rules, a fleet limit on a store that
+// the gateways do not share (b, the chosen backend), and a priority section
+// that no adaptive concurrency rule uses.
+func (d *decoder) checkAdaptive(rulesNode, priorityNode *yaml.Node, c *Config, b backend.Backend) {
 	nodes := resolve(rulesNode).Content
 	adaptiveRules := 0
 	for i, r := range c.Limiter.Rules {
@@ -266,8 +268,9 @@ func (d *decoder) checkAdaptive(rulesNode, priorityNode *yaml.Node, c *Config) {
 			continue
 		}
 		adaptiveRules++
-		if r.Concurrency.Limit > 0 && c.Store.Backend != "redis" && i < len(nodes) {
-			d.add(lookup(nodes[i], "adaptive", "fleet"), fmt.Sprintf("rules[%d].adaptive.fleet", i), "a fleet limit is shared by the gateways through Redis (store.backend: redis); with the memory store there is one gateway, whose own limit is the rule's")
+		if r.Concurrency.Limit > 0 && !b.Shared && i < len(nodes) {
+			through, names := backend.Sharing()
+			d.add(lookup(nodes[i], "adaptive", "fleet"), fmt.Sprintf("rules[%d].adaptive.fleet", i), "a fleet limit is shared by the gateways through %s (store.backend: %s); with the %s store there is one gateway, whose own limit is the rule's", through, names, b.Name)
 		}
 	}
 	if priorityNode != nil && adaptiveRules == 0 {

@@ -6,7 +6,6 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +21,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
-	"github.com/sluicehq/sluice/redisstore"
+	"github.com/sluicehq/sluice/internal/server/backend"
 )
 
 // MaxSize is the largest config file accepted, in bytes.
@@ -94,8 +93,9 @@ func Load(path string) (*Config, error) {
 }
 
 // ParseFile is Parse followed by the reading of the files the config
-// names: the lists' files, identity.jwt's key files and the service
-// section's descriptor files, relative to the
+// names: those of the store's options (the backend's Load: the secret of
+// store.redis.hash_secret_file), the lists' files, identity.jwt's key
+// files and the service section's descriptor files, relative to the
 // directory of path, the config file's own path. Their problems are
 // reported with their own file names and lines.
 func ParseFile(data []byte, path string) (*Config, error) {
@@ -103,12 +103,11 @@ func ParseFile(data []byte, path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f := c.Store.HashSecretFile; f != "" {
-		secret, err := readSecret(relative(path, f))
-		if err != nil {
-			return nil, fmt.Errorf("config: store.redis.hash_secret_file: %w", err)
+	b, _ := backend.Lookup(c.Store.Backend) // Parse checked it
+	if b.Load != nil {
+		if err := b.Load(&c.Store.Settings, filepath.Dir(path)); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
 		}
-		c.Store.Redis.HashSecret = secret
 	}
 	if a := c.AccessLog; a != nil && a.Output != "stdout" {
 		a.Output = relative(path, a.Output)
@@ -120,11 +119,7 @@ func ParseFile(data []byte, path string) (*Config, error) {
 		return nil, err
 	}
 	if c.Service != nil {
-		var check func(sluice.Limit) error
-		if c.Store.Backend == "redis" {
-			check = redisstore.CheckLimit
-		}
-		if err := loadService(c.Service, filepath.Dir(path), check); err != nil {
+		if err := loadService(c.Service, filepath.Dir(path), b.CheckLimit); err != nil {
 			return nil, err
 		}
 	}
@@ -223,7 +218,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		Server: Server{Listen: "127.0.0.1:8080", Admin: "127.0.0.1:9090", ShutdownTimeout: 10 * time.Second,
 			ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10},
 		Proxy:                  Proxy{DialTimeout: 5 * time.Second, ResponseHeaderTimeout: 60 * time.Second, IdleTimeout: 90 * time.Second, PreserveHost: true},
-		Store:                  Store{Backend: "memory", MaxKeys: 1_000_000},
+		Store:                  Store{Backend: backend.Default, Settings: backend.Settings{MaxKeys: 1_000_000}},
 		RejectionLogsPerSecond: 10,
 	}
 	c.Limiter.Headers = httplimit.HeadersIETF | httplimit.HeadersLegacy
@@ -232,7 +227,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 		d.add(root, "", "want a mapping with server, upstream, store, client_ip, headers, tiers and rules, got %s; see examples/quickstart.yaml", found(root))
 		return c
 	}
-	var storeNode, redisNode, rulesNode, tiersNode, adminNode, listsNode, denyNode, priorityNode *yaml.Node
+	var storeSections []storeSection
+	var storeNode, rulesNode, tiersNode, adminNode, listsNode, denyNode, priorityNode *yaml.Node
 	hasUpstream := false
 	d.fields(root, "", rootFields, func(key string, v *yaml.Node) {
 		switch key {
@@ -243,7 +239,7 @@ func (d *decoder) config(root *yaml.Node) *Config {
 			d.upstream(v, c)
 		case "store":
 			storeNode = v
-			redisNode = d.store(v, &c.Store)
+			storeSections = d.store(v, &c.Store)
 		case "client_ip":
 			d.clientIP(v, &c.ClientIP)
 		case "headers":
@@ -308,12 +304,8 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	if !usesRules && c.Service == nil {
 		d.add(root, "upstream", "missing: want upstream (the gateway: builtin:echo or the URL of the API to protect), service (the rate-limit service for Envoy) or server.forward_auth; see examples/")
 	}
-	switch {
-	case c.Store.Backend == "redis" && redisNode == nil:
-		d.add(storeNode, "store.redis", "missing: the redis backend needs a url, or addrs for a cluster or Sentinel")
-	case c.Store.Backend == "memory" && redisNode != nil:
-		d.add(redisNode, "store.redis", "only for backend redis; the backend is memory")
-	}
+	chosen, _ := backend.Lookup(c.Store.Backend) // d.store checked it
+	d.checkBackend(storeNode, chosen, storeSections)
 	if denyNode != nil && !usesRules {
 		d.add(denyNode, "deny", "only the gateway (upstream) and forward-auth (server.forward_auth) apply deny lists, and the file enables neither (the rate-limit service takes service.deny)")
 	}
@@ -325,14 +317,14 @@ func (d *decoder) config(root *yaml.Node) *Config {
 	case rulesNode != nil:
 		before := len(d.err.Problems)
 		c.Limiter.Rules = d.rules(rulesNode, c.Limiter.Tiers)
-		if c.Store.Backend == "redis" && len(d.err.Problems) == before {
-			d.checkRedisRules(rulesNode, c.Limiter.Rules)
+		if chosen.CheckLimit != nil && len(d.err.Problems) == before {
+			d.checkStoreRules(rulesNode, c.Limiter.Rules, chosen.CheckLimit)
 		}
 		if c.Server.ForwardAuth != nil && len(d.err.Problems) == before {
 			d.checkCountForwardAuth(rulesNode, c.Limiter.Rules)
 		}
 		if len(d.err.Problems) == before {
-			d.checkAdaptive(rulesNode, priorityNode, c)
+			d.checkAdaptive(rulesNode, priorityNode, c, chosen)
 		}
 	}
 	if c.JWT != nil && !usesRules {
@@ -352,33 +344,11 @@ func relative(configPath, file string) string {
 	return filepath.Join(filepath.Dir(configPath), file)
 }
 
-// readSecret reads a secret of 16 to 4096 bytes from a file, surrounding
-// white space removed.
-func readSecret(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, 4097))
-	if err != nil {
-		return nil, err
-	}
-	b = bytes.TrimSpace(b)
-	switch {
-	case len(b) > 4096:
-		return nil, fmt.Errorf("%s is larger than 4096 bytes", path)
-	case len(b) < 16:
-		return nil, fmt.Errorf("the secret in %s is %d bytes; want at least 16 (such as the output of: openssl rand -hex 32)", path, len(b))
-	}
-	return b, nil
-}
-
-// checkRedisRules reports the limits of rules, all valid, that the Redis
-// store cannot run, at their periods: rules run on Redis exactly as
-// checked, never by failing open at request time.
-func (d *decoder) checkRedisRules(rulesNode *yaml.Node, rules []httplimit.Rule) {
-	d.storeCheck = redisstore.CheckLimit
+// checkStoreRules reports the limits of rules, all valid, that the store
+// cannot run (check, a backend's CheckLimit), at their periods: rules run
+// on the store exactly as checked, never by failing open at request time.
+func (d *decoder) checkStoreRules(rulesNode *yaml.Node, rules []httplimit.Rule, check func(sluice.Limit) error) {
+	d.storeCheck = check
 	defer func() { d.storeCheck = nil }()
 	nodes := resolve(rulesNode).Content
 	for i, r := range rules {

@@ -1,49 +1,59 @@
 package config
 
 import (
-	"fmt"
-	"net"
-	"net/url"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/sluicehq/sluice/internal/server/backend"
 	"github.com/sluicehq/sluice/redisstore"
 )
 
-// Store is the store section.
+// Store is the store section: the backend, and the settings it opens
+// with (backend.Settings: MaxKeys, Redis, ...).
 type Store struct {
-	Backend string // "memory" (default) or "redis"
-	MaxKeys int    // default 1,000,000
-	Redis   redisstore.Options
-	// HashSecretFile holds the key of Redis.HashKeys' digests
-	// (store.redis.hash_secret_file), relative to the config file;
-	// ParseFile reads it into Redis.HashSecret.
-	HashSecretFile string
+	// Backend is store.backend, the name of a backend of package
+	// backend: "memory" (the default) or "redis".
+	Backend string
+	backend.Settings
 }
 
-// storeFields are the fields of store.
-var storeFields = []string{"backend", "max_keys", "redis", "on_error"}
+// storeFields are the fields of store that do not depend on the backends:
+// storeKeys adds each backend's own section.
+var storeFields = []string{"backend", "max_keys", "on_error"}
 
-// redisFields are the fields of store.redis.
-var redisFields = []string{"url", "addrs", "master_set", "username", "password", "db", "timeout", "prefix", "hash_keys", "hash_secret_file", "quota"}
+// storeKeys returns the fields of store in the order messages list them:
+// backend, max_keys, the section of each backend that has options of its
+// own (store.redis), then on_error.
+func storeKeys() []string {
+	keys := append([]string(nil), storeFields[:2]...)
+	for _, b := range backend.All() {
+		if len(b.Sections) > 0 {
+			keys = append(keys, b.Name)
+		}
+	}
+	return append(keys, storeFields[2:]...)
+}
 
-// quotaFields are the fields of store.redis.quota: the quota leases of
-// rules with sync: lease (redisstore.Options.LeaseRate, LeaseFraction and
-// LeaseTTL).
-var quotaFields = []string{"lease_rate", "lease_fraction", "lease_ttl"}
+// storeSection is a backend's own section found in the store section.
+type storeSection struct {
+	name string // the backend's
+	node *yaml.Node
+}
 
-// store decodes the store section and returns its redis node, if any.
-func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
-	var redisNode *yaml.Node
-	d.fields(n, "store", storeFields, func(key string, v *yaml.Node) {
+// store decodes the store section, each backend's section of options
+// with that backend's Decode, and returns those sections in the file's
+// order.
+func (d *decoder) store(n *yaml.Node, s *Store) []storeSection {
+	var sections []storeSection
+	d.fields(n, "store", storeKeys(), func(key string, v *yaml.Node) {
 		p := "store." + key
 		switch key {
 		case "backend":
 			if b, ok := d.str(v, p); ok {
-				if b != "memory" && b != "redis" {
-					d.add(v, p, "want memory or redis, got %q", b)
+				if _, ok := backend.Lookup(b); !ok {
+					d.add(v, p, "want %s, got %q", backend.Choices(), b)
 					return
 				}
 				s.Backend = b
@@ -53,6 +63,8 @@ func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
 				s.MaxKeys = int(m)
 			}
 		case "on_error":
+			// What a decision does when the store fails to decide: the
+			// failure policy of redisstore, the only backend that can.
 			if f, ok := d.str(v, p); ok {
 				fl, err := redisstore.ParseFailure(f)
 				if err != nil {
@@ -61,117 +73,76 @@ func (d *decoder) store(n *yaml.Node, s *Store) *yaml.Node {
 				}
 				s.Redis.OnError = fl
 			}
-		case "redis":
-			redisNode = v
-			d.redis(v, &s.Redis, &s.HashSecretFile)
+		default: // a backend's own section, as storeKeys lists them
+			b, _ := backend.Lookup(key)
+			sections = append(sections, storeSection{key, v})
+			b.Decode(sectionDecoder{d}, v, &s.Settings)
 		}
 	})
-	return redisNode
+	return sections
 }
 
-func (d *decoder) redis(n *yaml.Node, r *redisstore.Options, secretFile *string) {
-	hasAddr := false
-	d.fields(n, "store.redis", redisFields, func(key string, v *yaml.Node) {
-		p := "store.redis." + key
-		switch key {
-		case "url":
-			if u, ok := d.str(v, p); ok {
-				pu, err := url.Parse(u)
-				if err != nil || (pu.Scheme != "redis" && pu.Scheme != "rediss" && pu.Scheme != "unix") {
-					d.add(v, p, "want a redis://, rediss:// or unix:// URL")
-					return
-				}
-				r.URL, hasAddr = u, true
-			}
-		case "addrs":
-			if as, ok := d.strings(v, p, false); ok {
-				for i, a := range as {
-					if _, _, err := net.SplitHostPort(a); err != nil {
-						d.add(resolve(v).Content[i], fmt.Sprintf("%s[%d]", p, i), "want host:port, got %q", a)
-					}
-				}
-				r.Addrs, hasAddr = as, len(as) > 0
-			}
-		case "master_set":
-			r.MasterSet, _ = d.str(v, p)
-		case "username":
-			r.Username, _ = d.str(v, p)
-		case "password":
-			r.Password, _ = d.str(v, p)
-		case "db":
-			if db, ok := d.integer(v, p, 0, 1<<20); ok {
-				r.DB = int(db)
-			}
-		case "timeout":
-			if t, ok := d.duration(v, p, time.Millisecond, time.Minute); ok {
-				r.Timeout = t
-			}
-		case "prefix":
-			if s, ok := d.str(v, p); ok {
-				if s == "" || len(s) > 64 || strings.ContainsAny(s, "{} \t\r\n") {
-					d.add(v, p, "want 1 to 64 characters without braces or spaces, got %q", s)
-					return
-				}
-				r.Prefix = s
-			}
-		case "hash_keys":
-			r.HashKeys, _ = d.boolean(v, p)
-		case "hash_secret_file":
-			if f, ok := d.str(v, p); ok {
-				if f == "" {
-					d.add(v, p, "want the path of a file holding the secret")
-					return
-				}
-				*secretFile = f
-			}
-		case "quota":
-			d.quota(v, r)
+// checkBackend reports, once the file is read, a section of options for a
+// backend other than the chosen one, and the chosen backend's section
+// missing where it needs one. storeNode is the store section (nil for
+// none).
+func (d *decoder) checkBackend(storeNode *yaml.Node, b backend.Backend, sections []storeSection) {
+	has := false
+	for _, sec := range sections {
+		if sec.name == b.Name {
+			has = true
+			continue
 		}
-	})
-	if !hasAddr && resolve(n).Kind == yaml.MappingNode {
-		d.add(n, "store.redis", "want url, or addrs for a cluster or Sentinel")
+		d.add(sec.node, "store."+sec.name, "only for backend %s; the backend is %s", sec.name, b.Name)
 	}
-	if r.URL != "" && len(r.Addrs) > 0 {
-		d.add(n, "store.redis", "give url or addrs, not both")
+	if !has && b.Needs != "" {
+		d.add(storeNode, "store."+b.Name, "missing: the %s backend needs %s", b.Name, b.Needs)
 	}
 }
 
-// quota decodes store.redis.quota into r's lease options. Each bound
-// refuses a value the store would silently replace by its default (0) or
-// one that cannot work as meant; see docs/config.md.
-func (d *decoder) quota(n *yaml.Node, r *redisstore.Options) {
-	d.fields(n, "store.redis.quota", quotaFields, func(key string, v *yaml.Node) {
-		p := "store.redis.quota." + key
-		switch key {
-		case "lease_rate":
-			// Above a million decisions a second on one key in one
-			// process, no key would ever lease: a typo, not a choice.
-			if m, ok := d.integer(v, p, 1, 1_000_000); ok {
-				r.LeaseRate = int(m)
-			}
-		case "lease_fraction":
-			vn := resolve(v)
-			if vn.Kind != yaml.ScalarNode || vn.Tag == "!!null" {
-				d.add(v, p, "want a percentage of the limit such as 5%%, got %s", found(v))
-				return
-			}
-			f, err := ParsePercent(vn.Value)
-			if err == nil && f == 0 {
-				err = fmt.Errorf("want more than 0%%: a lease of nothing leases nothing")
-			}
-			if err != nil {
-				d.add(v, p, "%s", strings.TrimPrefix(err.Error(), ErrPercent.Error()+": "))
-				return
-			}
-			r.LeaseFraction = f / 100
-		case "lease_ttl":
-			// Below 10ms a lease ends within a few round trips to Redis
-			// (it is sized for a quarter of its life, and stops 1ms + 1%
-			// early); beyond a minute, a crashed gateway's leases would
-			// hold back quota for that long.
-			if t, ok := d.duration(v, p, 10*time.Millisecond, time.Minute); ok {
-				r.LeaseTTL = t
-			}
-		}
-	})
+// sectionDecoder lends the decoder to a backend for its own sections.
+type sectionDecoder struct{ d *decoder }
+
+var _ backend.Decoder = sectionDecoder{}
+
+func (s sectionDecoder) Fields(n *yaml.Node, sec backend.Section, each func(key string, v *yaml.Node)) {
+	s.d.fields(n, sec.Path, sec.Fields, each)
+}
+
+func (s sectionDecoder) Problem(n *yaml.Node, path, format string, args ...any) {
+	s.d.add(n, path, format, args...)
+}
+
+func (sectionDecoder) Resolve(n *yaml.Node) *yaml.Node { return resolve(n) }
+
+func (s sectionDecoder) String(n *yaml.Node, path string) (string, bool) { return s.d.str(n, path) }
+
+func (s sectionDecoder) Strings(n *yaml.Node, path string) ([]string, bool) {
+	return s.d.strings(n, path, false)
+}
+
+func (s sectionDecoder) Integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
+	return s.d.integer(n, path, lo, hi)
+}
+
+func (s sectionDecoder) Duration(n *yaml.Node, path string, lo, hi time.Duration) (time.Duration, bool) {
+	return s.d.duration(n, path, lo, hi)
+}
+
+func (s sectionDecoder) Bool(n *yaml.Node, path string) (bool, bool) { return s.d.boolean(n, path) }
+
+// Percent reports its problems at n as given (an alias where it is used),
+// with ParsePercent's words.
+func (s sectionDecoder) Percent(n *yaml.Node, path, of string) (float64, bool) {
+	vn := resolve(n)
+	if vn.Kind != yaml.ScalarNode || vn.Tag == "!!null" {
+		s.d.add(n, path, "want a percentage of %s, got %s", of, found(n))
+		return 0, false
+	}
+	f, err := ParsePercent(vn.Value)
+	if err != nil {
+		s.d.add(n, path, "%s", strings.TrimPrefix(err.Error(), ErrPercent.Error()+": "))
+		return 0, false
+	}
+	return f, true
 }

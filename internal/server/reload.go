@@ -2,14 +2,14 @@ package server
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice/internal/server/backend"
 )
 
 // reloadMetrics describe the configuration the gateway runs and its
@@ -73,36 +73,6 @@ func (m *reloadMetrics) applied(hash string, t time.Time, reload bool) {
 	m.hash = hash
 	if hash != "" {
 		m.info.WithLabelValues(hash).Set(1)
-	}
-}
-
-// watchDegraded logs each change of degraded() (checked every second),
-// until ctx is done: WARN when decisions start following on_error, INFO
-// when the store answers again.
-//
-// onChange, if not nil, is told of each change too.
-func watchDegraded(ctx context.Context, log *slog.Logger, every time.Duration, degraded func() bool, onError string, onChange func(time.Time, bool)) {
-	was := degraded()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		now := degraded()
-		switch {
-		case now == was:
-		case now:
-			log.LogAttrs(ctx, slog.LevelWarn, "Redis unavailable; deciding per on_error until it recovers", slog.String("on_error", onError))
-		default:
-			log.LogAttrs(ctx, slog.LevelInfo, "Redis recovered; decisions use Redis again")
-		}
-		if now != was && onChange != nil {
-			onChange(time.Now(), now)
-		}
-		was = now
 	}
 }
 
@@ -198,6 +168,10 @@ func restartOnly(run, file Options) []setting {
 		// Never log the values: they may hold a password.
 		out = append(out, setting{"store.redis", "(running)", "(changed)"})
 	}
+	if fmt.Sprint(run.BackendOptions) != fmt.Sprint(file.BackendOptions) {
+		// Another backend's section, never logged either.
+		out = append(out, setting{"store." + backendOr(run.Backend), "(running)", "(changed)"})
+	}
 	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
 	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
 	add("tracing", tracingString(run.Tracing), tracingString(file.Tracing))
@@ -264,9 +238,10 @@ func (g *Server) keepListeners(file Options) Options {
 	return file
 }
 
+// backendOr returns b, or the default backend's name for "".
 func backendOr(b string) string {
 	if b == "" {
-		return "memory"
+		return backend.Default
 	}
 	return b
 }

@@ -40,6 +40,7 @@ import (
 	"github.com/sluicehq/sluice/internal/overrides"
 	"github.com/sluicehq/sluice/internal/proxy"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server/backend"
 	"github.com/sluicehq/sluice/internal/topk"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/redisstore"
@@ -50,8 +51,8 @@ const EchoUpstream = "builtin:echo"
 
 // Options configure a Server. Limiter.Store, Limiter.Observer and
 // Limiter.Overrides are set by the server. Listen, Admin, ReadHeaderTimeout, MaxHeaderBytes,
-// Backend, MaxKeys and Redis are fixed when the server is built; Reload
-// changes the rest.
+// Backend, MaxKeys, Redis and BackendOptions are fixed when the server is
+// built; Reload changes the rest.
 type Options struct {
 	// Listen is the gateway's address. Default 127.0.0.1:8080.
 	Listen string
@@ -88,7 +89,8 @@ type Options struct {
 	Proxy proxy.Options
 	// MaxHeaderBytes bounds a request's headers. Default 64 KiB.
 	MaxHeaderBytes int
-	// Backend is "memory" (default) or "redis".
+	// Backend names the store's backend in package backend's table:
+	// "memory" (default) or "redis".
 	Backend string
 	// MaxKeys caps the in-memory store's entries (and, with Redis, the
 	// local fallback's). Default 1,000,000.
@@ -99,6 +101,11 @@ type Options struct {
 	Clock memstore.Clock
 	// Redis configures the Redis store when Backend is "redis".
 	Redis redisstore.Options
+	// BackendOptions are the options of another backend with a section
+	// of its own (backend.Settings.Options, as its Decode left the config
+	// file's store.<name>); nil for memory and redis. A reload compares
+	// them as fmt.Sprint prints them: a value, not a pointer.
+	BackendOptions any
 	// Limiter holds the rules, tiers, headers and client-IP settings.
 	Limiter httplimit.Options
 	// LogLinesPerSecond bounds the rejection log. Default 10.
@@ -201,10 +208,12 @@ type Server struct {
 	// after waits out the shutdown delay: time.After, or a test's.
 	after func(time.Duration) <-chan time.Time
 
-	redis *redisstore.Store // nil on the memory backend
-	ov    *overrides.Clients
-	dov   *overrides.Descriptors // the service's; nil without a service section
-	rlsm  *rls.Metrics           // the service's metrics; nil without a service section
+	// backendStore is the open backend, asked what only some can do
+	// (backend.Shared, Degradable, KeyHasher).
+	backendStore backend.Opened
+	ov           *overrides.Clients
+	dov          *overrides.Descriptors // the service's; nil without a service section
+	rlsm         *rls.Metrics           // the service's metrics; nil without a service section
 	// top and dtop hold the heavy hitters of the gateway's rules and of
 	// the service's descriptors, by name, across generations.
 	top, dtop *topk.Set
@@ -252,10 +261,7 @@ func New(opts Options) (*Server, error) {
 
 	g.reg = prometheus.NewRegistry()
 	g.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	g.backend = opts.Backend
-	if g.backend == "" {
-		g.backend = "memory"
-	}
+	g.backend = backendOr(opts.Backend)
 	g.m = newMetrics(g.reg, g.backend)
 	buildInfo(g.reg)
 	g.reg.MustRegister(newAdaptiveCollector(func() []httplimit.Rule {
@@ -266,7 +272,7 @@ func New(opts Options) (*Server, error) {
 	}))
 	g.reloads = newReloadMetrics(g.reg)
 	g.top, g.dtop = new(topk.Set), new(topk.Set)
-	if err := g.openStore(g.backend, g.reg, g.m); err != nil {
+	if err := g.openStore(); err != nil {
 		return nil, err
 	}
 	if fc, ok := g.store.(sluice.ClosedFailer); ok {
@@ -372,8 +378,9 @@ type overridesSet interface {
 }
 
 // openOverrides opens a set of overrides with open (NewClients or
-// NewDescriptors) where the store keeps its counters, reads it, on Redis
-// keeps reading it, and counts its overrides in force in the gauge. The
+// NewDescriptors) where the store keeps its counters, reads it, on a
+// shared backend (Redis) keeps reading it for other processes' changes,
+// and counts its overrides in force in the gauge. The
 // set's reads are logged as reading what, once per outage (and once on
 // recovery), and its entries that cannot be used at most once a second.
 func openOverrides[S overridesSet](g *Server, open func(overrides.Options) (S, error), what string, gauge prometheus.GaugeOpts) (S, error) {
@@ -384,15 +391,16 @@ func openOverrides[S overridesSet](g *Server, open func(overrides.Options) (S, e
 			g.log.Warn("a stored override cannot be used; it is skipped", "error", err)
 		}
 	}}
-	if g.redis != nil {
-		o.Redis, o.Prefix = g.redis.Client, g.opts.Redis.Prefix
+	shared, isShared := g.backendStore.(backend.Shared)
+	if isShared {
+		o.Redis, o.Prefix = shared.Overrides()
 	}
 	set, err := open(o)
 	if err != nil {
 		return set, fmt.Errorf("server: %w", err)
 	}
 	reads.observe(set.Refresh(context.Background())) // Redis may be down: Run keeps trying
-	if g.redis != nil {
+	if isShared {
 		g.goBackground(set.Run)
 	}
 	if err := g.reg.Register(prometheus.NewGaugeFunc(gauge, func() float64 { return float64(set.Len()) })); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/admin"
 	"github.com/sluicehq/sluice/internal/rls"
+	"github.com/sluicehq/sluice/internal/server/backend"
 	"github.com/sluicehq/sluice/internal/topk"
 )
 
@@ -129,22 +130,23 @@ func (g *Server) adminHealth() admin.Health {
 	defer h.mu.Unlock()
 	out := admin.Health{Backend: g.backend, DegradedSince: h.degradedSince, RecoveredAt: h.recover,
 		Config: h.config, Applied: h.applied, Reloads: h.reloads, ReloadFailures: h.failures, LastFailure: h.lastFailure}
-	if g.redis != nil {
-		out.Degraded = g.redis.Degraded()
+	if d, ok := g.backendStore.(backend.Degradable); ok {
+		out.Degraded = d.Degraded()
 	}
 	return out
 }
 
-// showKey returns how the admin API shows a key: as its digest when Redis
-// hashes keys (store.redis.hash_keys), unless admin.show_keys says
+// showKey returns how the admin API shows a key: as its digest when the
+// store hashes keys (store.redis.hash_keys), unless admin.show_keys says
 // otherwise; else a gateway rule's as its values (httplimit.KeyText), a
 // descriptor's as it is.
 func (g *Server) showKey() func(key string, rule bool) string {
-	digest := g.redis != nil && g.opts.Redis.HashKeys && !g.opts.AdminShowKeys
+	kh, ok := g.backendStore.(backend.KeyHasher)
+	digest := ok && kh.HashesKeys() && !g.opts.AdminShowKeys
 	return func(key string, rule bool) string {
 		switch {
 		case digest:
-			return g.redis.KeyDigest(key)
+			return kh.KeyDigest(key)
 		case rule:
 			return httplimit.KeyText(key)
 		}
