@@ -175,8 +175,6 @@ func restartOnly(run, file Options) []setting {
 	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
 	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
 	add("tracing", tracingString(run.Tracing), tracingString(file.Tracing))
-	add("log.access", accessString(run.AccessLog), accessString(file.AccessLog))
-	add("admin.show_keys", run.AdminShowKeys, file.AdminShowKeys)
 	add("store.redis.quota.lease_rate", r.LeaseRate, f.LeaseRate)
 	add("store.redis.quota.lease_fraction", r.LeaseFraction, f.LeaseFraction)
 	add("store.redis.quota.lease_ttl", r.LeaseTTL, f.LeaseTTL)
