@@ -41,6 +41,8 @@ var storeMessages = []struct{ name, file, want string }{
 		`s.yaml:1:32: store.redis: want a mapping of url, addrs, master_set, username, password, db, timeout, prefix, hash_keys, hash_secret_file, quota, got "5"`},
 	{"redis empty", "store: {backend: redis, redis: {}}\n",
 		`s.yaml:1:32: store.redis: want url, or addrs for a cluster or Sentinel`},
+	{"redis null", "store: {backend: redis, redis: ~}\n",
+		`s.yaml:1:32: store.redis: want url, or addrs for a cluster or Sentinel`},
 	{"redis misspelt", "store: {backend: redis, redis: {urll: 'redis://x:1'}}\n",
 		`s.yaml:1:33: store.redis.urll: unknown field (did you mean "url"?)` + "\n" +
 			"s.yaml:1:32: store.redis: want url, or addrs for a cluster or Sentinel"},

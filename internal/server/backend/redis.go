@@ -110,7 +110,7 @@ func decodeRedis(d Decoder, n *yaml.Node, s *Settings) {
 			decodeQuota(d, v, r)
 		}
 	})
-	if !hasAddr && d.Resolve(n).Kind == yaml.MappingNode {
+	if r := d.Resolve(n); !hasAddr && (r.Kind == yaml.MappingNode || r.Tag == "!!null") {
 		d.Problem(n, "store.redis", "want url, or addrs for a cluster or Sentinel")
 	}
 	if r.URL != "" && len(r.Addrs) > 0 {
