@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -52,36 +52,55 @@ func TestNewConcurrencyRejects(t *testing.T) {
 }
 
 // Wait takes a slot as soon as one is released, and gives up after
-// maxWait when none is.
+// maxWait when none is. It runs in a testing/synctest bubble: Wait's
+// deadline and poll timer, and the store's clock, run on the bubble's fake
+// time, so the waits are exact whatever the machine's load.
 func TestConcurrencyWait(t *testing.T) {
-	s := memstore.New(memstore.Options{SweepInterval: -1})
-	defer s.Close()
-	c, err := sluice.NewConcurrency(s, "wait", 1, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	held, _, err := c.Acquire(ctx, "k")
-	if err != nil || held == nil {
-		t.Fatalf("Acquire: %v, %v", held, err)
-	}
-	if l, d, err := c.Wait(ctx, "k", 30*time.Millisecond, 5*time.Millisecond); err != nil || l != nil || d.Allowed {
-		t.Fatalf("Wait while held: got %v, %+v, %v; want no lease", l, d, err)
-	}
-	go func() {
-		time.Sleep(20 * time.Millisecond)
-		held.Release(ctx)
-	}()
-	l, d, err := c.Wait(ctx, "k", time.Minute, 5*time.Millisecond)
-	if err != nil || l == nil || !d.Allowed {
-		t.Fatalf("Wait for a release: got %v, %+v, %v; want a lease", l, d, err)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if _, _, err := c.Wait(cctx, "k", time.Minute, 0); !errors.Is(err, context.Canceled) {
-		t.Errorf("Wait with a cancelled context: got %v, want context.Canceled", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		s := memstore.New(memstore.Options{Clock: bubbleClock{}, SweepInterval: -1})
+		defer s.Close()
+		c, err := sluice.NewConcurrency(s, "wait", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		held, _, err := c.Acquire(ctx, "k")
+		if err != nil || held == nil {
+			t.Fatalf("Acquire: %v, %v", held, err)
+		}
+		start := time.Now()
+		if l, d, err := c.Wait(ctx, "k", 30*time.Millisecond, 5*time.Millisecond); err != nil || l != nil || d.Allowed {
+			t.Fatalf("Wait while held: got %v, %+v, %v; want no lease", l, d, err)
+		}
+		if waited := time.Since(start); waited != 30*time.Millisecond {
+			t.Errorf("Wait while held gave up after %v, want maxWait, 30ms", waited)
+		}
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			held.Release(ctx)
+		}()
+		start = time.Now()
+		l, d, err := c.Wait(ctx, "k", time.Minute, 5*time.Millisecond)
+		if err != nil || l == nil || !d.Allowed {
+			t.Fatalf("Wait for a release: got %v, %+v, %v; want a lease", l, d, err)
+		}
+		// Released at 20ms: taken by the poll at 20ms, or at the latest by
+		// the next one, 5ms later.
+		if waited := time.Since(start); waited < 20*time.Millisecond || waited > 25*time.Millisecond {
+			t.Errorf("Wait for a release took %v, want 20ms to 25ms (released at 20ms, polling every 5ms)", waited)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, _, err := c.Wait(cctx, "k", time.Minute, 0); !errors.Is(err, context.Canceled) {
+			t.Errorf("Wait with a cancelled context: got %v, want context.Canceled", err)
+		}
+	})
 }
+
+// bubbleClock reads the time of the testing/synctest bubble it is called in.
+type bubbleClock struct{}
+
+func (bubbleClock) Now() time.Time { return time.Now() }
 
 // At most two exports run at once per user; a crashed export gives its
 // slot back when its lease runs out.
@@ -151,43 +170,58 @@ func ExampleConcurrency_AcquireTake() {
 // WaitTake waits for a slot that a release frees, and gives up at once on
 // a rate that would not admit the request within the wait.
 func TestWaitTake(t *testing.T) {
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	mem := memstore.New(memstore.Options{Clock: clk})
-	defer mem.Close()
-	store := &countingStore{Store: mem}
-	lim, _ := sluice.New(store, "w", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 2, Period: time.Hour})
-	c, _ := sluice.NewConcurrency(store, "w", 1, time.Hour)
-	ctx := context.Background()
-	held, a, err := c.AcquireTake(ctx, lim, "k", 1)
-	if err != nil || !a.Allowed() {
-		t.Fatalf("first: %+v, %v", a, err)
-	}
-	got := make(chan sluice.Admission, 1)
-	go func() {
-		l, a, err := c.WaitTake(ctx, lim, "k", 1, time.Hour, time.Millisecond)
-		if err != nil {
-			t.Error(err)
+	// In a testing/synctest bubble: WaitTake's poll timer runs on fake
+	// time, and synctest.Wait tells when the waiter is blocked between two
+	// polls.
+	synctest.Test(t, func(t *testing.T) {
+		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		mem := memstore.New(memstore.Options{Clock: clk, SweepInterval: -1})
+		defer mem.Close()
+		store := &countingStore{Store: mem}
+		lim, _ := sluice.New(store, "w", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 2, Period: time.Hour})
+		c, _ := sluice.NewConcurrency(store, "w", 1, time.Hour)
+		ctx := context.Background()
+		held, a, err := c.AcquireTake(ctx, lim, "k", 1)
+		if err != nil || !a.Allowed() {
+			t.Fatalf("first: %+v, %v", a, err)
 		}
-		l.Release(ctx)
-		got <- a
-	}()
-	// The waiter cannot have the slot until it is released: wait until it
-	// has been refused at least once (its every refusal uncharged), then
-	// release.
-	for store.acquireTakes.Load() < 2 {
-		runtime.Gosched()
-	}
-	if err := held.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if a := <-got; !a.Allowed() || a.Rate.Remaining != 0 {
-		t.Fatalf("after the release: got %+v, want admitted with the rate spent", a)
-	}
-	// The rate is spent for 30 minutes: a wait of 10 ends at once.
-	_, a, err = c.WaitTake(ctx, lim, "k", 1, 10*time.Minute, 0)
-	if err != nil || a.Rate.Allowed || a.Rate.RetryAfter != 30*time.Minute {
-		t.Fatalf("rate spent: got %+v, %v, want refused, retry 30m", a, err)
-	}
+		got := make(chan sluice.Admission, 1)
+		go func() {
+			l, a, err := c.WaitTake(ctx, lim, "k", 1, time.Hour, time.Millisecond)
+			if err != nil {
+				t.Error(err)
+			}
+			l.Release(ctx)
+			got <- a
+		}()
+		// The waiter cannot have the slot until it is released: once it
+		// has been refused (its every refusal uncharged) and waits for its
+		// next poll, release.
+		synctest.Wait()
+		if n := store.acquireTakes.Load(); n != 2 {
+			t.Fatalf("the waiter waits after %d decisions, want 2: the first take's and its refusal", n)
+		}
+		select {
+		case a := <-got:
+			t.Fatalf("the waiter got %+v while the slot was held", a)
+		default:
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if a := <-got; !a.Allowed() || a.Rate.Remaining != 0 {
+			t.Fatalf("after the release: got %+v, want admitted with the rate spent", a)
+		}
+		// The rate is spent for 30 minutes: a wait of 10 ends at once.
+		start := time.Now()
+		_, a, err = c.WaitTake(ctx, lim, "k", 1, 10*time.Minute, 0)
+		if err != nil || a.Rate.Allowed || a.Rate.RetryAfter != 30*time.Minute {
+			t.Fatalf("rate spent: got %+v, %v, want refused, retry 30m", a, err)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("a wait the rate cannot end in time took %v, want none", waited)
+		}
+	})
 }
 
 // countingStore is a memory store that counts its atomic rate-and-slot

@@ -23,7 +23,7 @@ func refundStores(t *testing.T) map[string]func(*testing.T) (sluice.Store, *cloc
 		"redisstore": func(t *testing.T) (sluice.Store, *clock.Fake) {
 			srv := redistest.Start(t)
 			clk := clock.NewFake(epoch)
-			s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Clock: clk})
+			s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Clock: clk, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatalf("redisstore.New: %v", err)
 			}

@@ -449,7 +449,10 @@ func TestMonitoringAgainstPrometheus(t *testing.T) {
 		switch {
 		case strings.HasPrefix(r.URL.Path, "/slow/"):
 			// A slow upstream: the response outlives the slots rule's
-			// 20ms lease, so its slot is found lost at the end.
+			// 20ms lease, so its slot is found lost at the end. The lease
+			// runs on the Redis server's clock (TIME), which only real
+			// time moves, in this run of real processes: the upstream
+			// lets it pass. A loaded machine only makes the wait longer.
 			time.Sleep(150 * time.Millisecond)
 		case strings.HasPrefix(r.URL.Path, "/broken/"):
 			// An upstream that drops the connection without answering.

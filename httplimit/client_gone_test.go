@@ -21,7 +21,7 @@ import (
 // charged, and none is counted as a store error.
 func TestDecisionsOutliveTheClient(t *testing.T) {
 	srv := redistest.Start(t)
-	store, err := redisstore.New(redisstore.Options{URL: srv.URL(), OnError: redisstore.Deny, DenyCache: -1})
+	store, err := redisstore.New(redisstore.Options{URL: srv.URL(), OnError: redisstore.Deny, DenyCache: -1, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -37,7 +38,18 @@ func (o *outcomes) last() httplimit.Outcome {
 
 func concRuleServer(t *testing.T, rules ...httplimit.Rule) (*httptest.Server, gated, *outcomes) {
 	t.Helper()
-	s := memstore.New(memstore.Options{SweepInterval: -1})
+	h, g, obs := concRuleHandler(t, rules...)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, g, obs
+}
+
+// concRuleHandler is the handler concRuleServer serves: the rules in front
+// of a gated upstream, on a memory store that reads time.Now (the fake time
+// of a testing/synctest bubble, in one).
+func concRuleHandler(t *testing.T, rules ...httplimit.Rule) (http.Handler, gated, *outcomes) {
+	t.Helper()
+	s := memstore.New(memstore.Options{Clock: wallClock{}, SweepInterval: -1})
 	t.Cleanup(func() { s.Close() })
 	obs := &outcomes{}
 	l, err := httplimit.New(httplimit.Options{Store: s, Rules: rules, Observer: obs})
@@ -45,9 +57,27 @@ func concRuleServer(t *testing.T, rules ...httplimit.Rule) (*httptest.Server, ga
 		t.Fatal(err)
 	}
 	g := gated{started: make(chan struct{}, 16), release: make(chan struct{})}
-	srv := httptest.NewServer(l.Handler(g))
-	t.Cleanup(srv.Close)
-	return srv, g, obs
+	return l.Handler(g), g, obs
+}
+
+// serve serves a GET of path with h and returns the response.
+func serve(h http.Handler, path string) *httptest.ResponseRecorder {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+	return w
+}
+
+// wantWaiting fails t if a request started on g: called once every
+// goroutine of the test's testing/synctest bubble is blocked, it tells
+// that a request still waits for a slot, with no time left to pass.
+func wantWaiting(t *testing.T, g gated) {
+	t.Helper()
+	synctest.Wait()
+	select {
+	case <-g.started:
+		t.Fatal("a second request ran while the first held the only slot")
+	default:
+	}
 }
 
 func exportRule(limit int64) httplimit.Rule {
@@ -96,33 +126,32 @@ func TestConcurrencyRuleLimitsInFlight(t *testing.T) {
 }
 
 // With action delay, a request waits for a slot and is served when one
-// frees up.
+// frees up. The test runs in a testing/synctest bubble, where the wait's
+// polls run on fake time.
 func TestConcurrencyRuleDelay(t *testing.T) {
-	r := exportRule(1)
-	r.Action, r.MaxDelay = httplimit.Delay, time.Minute
-	srv, g, obs := concRuleServer(t, r)
-	first := make(chan int)
-	go func() { first <- status(srv.URL + "/export/a") }()
-	<-g.started
-	second := make(chan int)
-	go func() { second <- status(srv.URL + "/export/b") }()
-	select {
-	case <-g.started:
-		t.Fatal("a second request ran while the first held the only slot")
-	case <-time.After(50 * time.Millisecond):
-	}
-	g.release <- struct{}{}
-	if got := <-first; got != http.StatusOK {
-		t.Fatalf("first: got %d, want 200", got)
-	}
-	<-g.started
-	if got := obs.last(); got != httplimit.OutcomeDelayed {
-		t.Errorf("waiting request's outcome: got %s, want delayed", got)
-	}
-	g.release <- struct{}{}
-	if got := <-second; got != http.StatusOK {
-		t.Fatalf("second, after waiting: got %d, want 200", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := exportRule(1)
+		r.Action, r.MaxDelay = httplimit.Delay, time.Minute
+		h, g, obs := concRuleHandler(t, r)
+		first := make(chan int)
+		go func() { first <- serve(h, "/export/a").Code }()
+		<-g.started
+		second := make(chan int)
+		go func() { second <- serve(h, "/export/b").Code }()
+		wantWaiting(t, g)
+		g.release <- struct{}{}
+		if got := <-first; got != http.StatusOK {
+			t.Fatalf("first: got %d, want 200", got)
+		}
+		<-g.started
+		if got := obs.last(); got != httplimit.OutcomeDelayed {
+			t.Errorf("waiting request's outcome: got %s, want delayed", got)
+		}
+		g.release <- struct{}{}
+		if got := <-second; got != http.StatusOK {
+			t.Fatalf("second, after waiting: got %d, want 200", got)
+		}
+	})
 }
 
 // When a later concurrency rule refuses a request, the slot an earlier one
@@ -245,32 +274,31 @@ func TestConcurrencyRuleWithRate(t *testing.T) {
 
 // With action delay, a rule with a rate and slots waits for both: the
 // waiting request is served once the slot frees, charged the rate once.
+// The test runs in a testing/synctest bubble, as TestConcurrencyRuleDelay.
 func TestConcurrencyRuleWithRateDelay(t *testing.T) {
-	r := exportRule(1)
-	r.Limit = sluice.Limit{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Hour}
-	r.Action, r.MaxDelay = httplimit.Delay, time.Minute
-	srv, g, obs := concRuleServer(t, r)
-	first := make(chan *http.Response)
-	go func() { first <- get(t, srv.URL+"/export/a") }()
-	<-g.started
-	second := make(chan *http.Response)
-	go func() { second <- get(t, srv.URL+"/export/b") }()
-	select {
-	case <-g.started:
-		t.Fatal("a second request ran while the first held the only slot")
-	case <-time.After(50 * time.Millisecond):
-	}
-	g.release <- struct{}{}
-	if resp := <-first; resp.StatusCode != http.StatusOK {
-		t.Fatalf("first: got %d, want 200", resp.StatusCode)
-	}
-	<-g.started
-	if got := obs.last(); got != httplimit.OutcomeDelayed {
-		t.Errorf("waiting request's outcome: got %s, want delayed", got)
-	}
-	g.release <- struct{}{}
-	resp := <-second
-	if got, want := resp.Header.Get("RateLimit"), `"exports";r=3;`; resp.StatusCode != http.StatusOK || !strings.HasPrefix(got, want) {
-		t.Fatalf("second, after waiting: got %d with RateLimit %s, want 200 with %s... (charged once)", resp.StatusCode, got, want)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := exportRule(1)
+		r.Limit = sluice.Limit{Algorithm: sluice.FixedWindow, Count: 5, Period: time.Hour}
+		r.Action, r.MaxDelay = httplimit.Delay, time.Minute
+		h, g, obs := concRuleHandler(t, r)
+		first := make(chan *httptest.ResponseRecorder)
+		go func() { first <- serve(h, "/export/a") }()
+		<-g.started
+		second := make(chan *httptest.ResponseRecorder)
+		go func() { second <- serve(h, "/export/b") }()
+		wantWaiting(t, g)
+		g.release <- struct{}{}
+		if resp := <-first; resp.Code != http.StatusOK {
+			t.Fatalf("first: got %d, want 200", resp.Code)
+		}
+		<-g.started
+		if got := obs.last(); got != httplimit.OutcomeDelayed {
+			t.Errorf("waiting request's outcome: got %s, want delayed", got)
+		}
+		g.release <- struct{}{}
+		resp := <-second
+		if got, want := resp.Header().Get("RateLimit"), `"exports";r=3;`; resp.Code != http.StatusOK || !strings.HasPrefix(got, want) {
+			t.Fatalf("second, after waiting: got %d with RateLimit %s, want 200 with %s... (charged once)", resp.Code, got, want)
+		}
+	})
 }

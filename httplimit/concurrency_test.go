@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -33,16 +34,25 @@ func (g gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func concurrencyServer(t *testing.T, limit int64, opts httplimit.ConcurrencyOptions) (*httptest.Server, gated) {
 	t.Helper()
-	s := memstore.New(memstore.Options{SweepInterval: -1})
+	h, g := concurrencyHandler(t, limit, opts)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv, g
+}
+
+// concurrencyHandler is the handler concurrencyServer serves, on a memory
+// store that reads time.Now (the fake time of a testing/synctest bubble,
+// in one).
+func concurrencyHandler(t *testing.T, limit int64, opts httplimit.ConcurrencyOptions) (http.Handler, gated) {
+	t.Helper()
+	s := memstore.New(memstore.Options{Clock: wallClock{}, SweepInterval: -1})
 	t.Cleanup(func() { s.Close() })
 	c, err := sluice.NewConcurrency(s, "exports", limit, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
 	g := gated{started: make(chan struct{}, 16), release: make(chan struct{})}
-	srv := httptest.NewServer(httplimit.Concurrent(c, opts)(g))
-	t.Cleanup(srv.Close)
-	return srv, g
+	return httplimit.Concurrent(c, opts)(g), g
 }
 
 // status returns the status of a GET of url, or -1 if it failed: for
@@ -110,28 +120,28 @@ func TestConcurrentLimitsInFlight(t *testing.T) {
 	}
 }
 
-// With MaxDelay, a request waits for a slot that a response frees.
+// With MaxDelay, a request waits for a slot that a response frees. The
+// test runs in a testing/synctest bubble, where the wait's polls run on
+// fake time.
 func TestConcurrentWaitsForSlot(t *testing.T) {
-	srv, g := concurrencyServer(t, 1, httplimit.ConcurrencyOptions{MaxDelay: time.Minute, Poll: 5 * time.Millisecond})
-	first := make(chan int)
-	go func() { first <- status(srv.URL) }()
-	<-g.started
-	second := make(chan int)
-	go func() { second <- status(srv.URL) }()
-	select {
-	case <-g.started:
-		t.Fatal("a second request ran while the first held the only slot")
-	case <-time.After(50 * time.Millisecond):
-	}
-	g.release <- struct{}{}
-	if got := <-first; got != http.StatusOK {
-		t.Fatalf("first: got %d, want 200", got)
-	}
-	<-g.started
-	g.release <- struct{}{}
-	if got := <-second; got != http.StatusOK {
-		t.Fatalf("second, after waiting: got %d, want 200", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		h, g := concurrencyHandler(t, 1, httplimit.ConcurrencyOptions{MaxDelay: time.Minute, Poll: 5 * time.Millisecond})
+		first := make(chan int)
+		go func() { first <- serve(h, "/").Code }()
+		<-g.started
+		second := make(chan int)
+		go func() { second <- serve(h, "/").Code }()
+		wantWaiting(t, g)
+		g.release <- struct{}{}
+		if got := <-first; got != http.StatusOK {
+			t.Fatalf("first: got %d, want 200", got)
+		}
+		<-g.started
+		g.release <- struct{}{}
+		if got := <-second; got != http.StatusOK {
+			t.Fatalf("second, after waiting: got %d, want 200", got)
+		}
+	})
 }
 
 // Requests the Key function exempts never take a slot.

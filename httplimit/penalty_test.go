@@ -29,7 +29,7 @@ func TestPenaltyBlocksRepeatedFailures(t *testing.T) {
 		},
 		"redisstore": func(t *testing.T, clk *clock.Fake) sluice.Store {
 			srv := redistest.Start(t)
-			s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Clock: clk})
+			s, err := redisstore.New(redisstore.Options{URL: srv.URL(), Clock: clk, Timeout: 5 * time.Second})
 			if err != nil {
 				t.Fatalf("redisstore.New: %v", err)
 			}

@@ -43,6 +43,25 @@ func Each(s *Store, groups [][]sluice.Request) ([][]sluice.Decision, error) {
 // clock, so that tests can let minutes of an outage pass at once.
 func SetBreakerClock(s *Store, now func() time.Time) { s.breaker.now = now }
 
+// Probing reports whether a probe of s's circuit breaker is in flight.
+func Probing(s *Store) bool {
+	s.breaker.mu.Lock()
+	defer s.breaker.mu.Unlock()
+	return s.breaker.probing
+}
+
+// ProbeDue makes the next probe of s's open circuit breaker due at once,
+// as if its cooldown had passed: a test that waits for s to leave degraded
+// operation calls it at each look, so as to wait for Redis alone, never for
+// the cooldown's real time.
+func ProbeDue(s *Store) {
+	s.breaker.mu.Lock()
+	defer s.breaker.mu.Unlock()
+	if s.breaker.open {
+		s.breaker.until = time.Time{}
+	}
+}
+
 // PlainLua is the text of the script the store sends for policies in plain
 // arithmetic, carry.lua included.
 var PlainLua = plainLua

@@ -3,6 +3,7 @@ package redisstore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -373,13 +374,17 @@ func TestQuotaRedisRestartUnderLoad(t *testing.T) {
 			srv := redistest.Start(t)
 			clk := clock.NewFake(epoch)
 			stores := make([]*redisstore.Store, 2)
+			// Calls to Redis that failed, per store.
+			var calls [2]atomic.Int64
 			for i := range stores {
-				stores[i] = open(t, redisstore.Options{URL: "redis://" + srv.Addr, Clock: clk, Timeout: 5 * time.Second, LeaseRate: 1, BreakerThreshold: 1, BreakerCooldown: 50 * time.Millisecond})
+				stores[i] = open(t, redisstore.Options{URL: "redis://" + srv.Addr, Clock: clk, Timeout: 5 * time.Second, LeaseRate: 1, BreakerThreshold: 1, BreakerCooldown: 50 * time.Millisecond,
+					OnFailure: func(error) { calls[i].Add(1) }})
 			}
 			p := synced(t, policy(t, "qr", sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1000, Period: time.Minute}), mode)
 			stop := make(chan struct{})
 			var wg sync.WaitGroup
-			var failed atomic.Int64
+			var failed, during atomic.Int64
+			var down atomic.Bool
 			for _, s := range stores {
 				for range 4 {
 					wg.Go(func() {
@@ -389,18 +394,30 @@ func TestQuotaRedisRestartUnderLoad(t *testing.T) {
 								return
 							default:
 							}
+							outage := down.Load()
 							if _, err := s.Take(context.Background(), p, "load", 1); err != nil {
 								failed.Add(1)
+							}
+							if outage {
+								during.Add(1)
 							}
 						}
 					})
 				}
 			}
 			srv.Stop()
-			time.Sleep(100 * time.Millisecond) // the load runs into the outage
+			down.Store(true)
+			// The load runs into the outage: takes made while Redis is
+			// down, and every store has had a call to Redis fail.
+			eventually(t, 10*time.Second, func() bool {
+				return during.Load() >= 200 && calls[0].Load() > 0 && calls[1].Load() > 0
+			}, func() string {
+				return fmt.Sprintf("with Redis down: %d takes, failed calls per store %d and %d; want 200 takes and a failed call on each", during.Load(), calls[0].Load(), calls[1].Load())
+			})
 			srv.Restart(t)
 			for _, s := range stores {
 				eventually(t, 10*time.Second, func() bool {
+					redisstore.ProbeDue(s)
 					d, err := s.Take(context.Background(), p, "probe", 1)
 					return err == nil && !d.Degraded
 				}, func() string { return "Redis back: decisions still degraded" })

@@ -69,8 +69,10 @@ func TestRecoveryAfterLongOutage(t *testing.T) {
 			t.Fatalf("Redis down for %v: got a decision from Redis", elapsed)
 		}
 	}
-	// Let a probe still in flight finish (Redis is down: it fails at once).
-	time.Sleep(50 * time.Millisecond)
+	// Let a probe still in flight finish (Redis is down: it fails at once),
+	// so that no probe started during the outage sees Redis back.
+	eventually(t, 5*time.Second, func() bool { return !redisstore.Probing(store) },
+		func() string { return "a probe of the stopped Redis is still in flight" })
 
 	srv.Restart(t)
 	fake.Advance(1250 * time.Millisecond)

@@ -56,8 +56,8 @@ func restart(t *testing.T, s *redistest.Server) { s.Restart(t) }
 // switchStores opens n stores on srv that decide on clk, each with an
 // in-memory fallback of its own on clk (OnError Local, the default, as a
 // gateway has), a breaker that opens at the first failure and probes
-// Redis every 20ms, so that a test can wait for Redis's return, and the
-// outage's Timeout.
+// Redis every 20ms (acrossOutage makes a probe due at once once Redis is
+// back), and the outage's Timeout.
 func switchStores(t *testing.T, srv *redistest.Server, clk *clock.Fake, n int, o outage) []*redisstore.Store {
 	t.Helper()
 	out := make([]*redisstore.Store, n)
@@ -86,7 +86,7 @@ func acrossOutage(t *testing.T, srv *redistest.Server, clk *clock.Fake, stores [
 		case o.to:
 			o.recover(t, srv)
 			for _, s := range stores {
-				eventually(t, 10*time.Second, func() bool { return !s.Degraded() },
+				eventually(t, 10*time.Second, func() bool { redisstore.ProbeDue(s); return !s.Degraded() },
 					func() string { return "Redis back: the store is still degraded" })
 			}
 		}

@@ -22,6 +22,15 @@ import (
 // pollInterval is how often serve checks the config file for a change.
 const pollInterval = time.Second
 
+// pollTicks returns the channel whose ticks make serve check its files for
+// a change, and the function that stops it: a ticker of pollInterval.
+// Tests replace it (export_test.go) to tick by hand, so that they need not
+// wait for the ticker.
+var pollTicks = func() (<-chan time.Time, func()) {
+	t := time.NewTicker(pollInterval)
+	return t.C, t.Stop
+}
+
 // runGateway serves the config file at path until ctx is done, reloading
 // it on SIGHUP and whenever its content changes (see package filewatch).
 // It returns the process exit code.
@@ -103,8 +112,8 @@ func reloadLoop(ctx context.Context, g *server.Server, w *filewatch.Watcher, fil
 			return opts, err
 		})
 	}
-	t := time.NewTicker(pollInterval)
-	defer t.Stop()
+	ticks, stop := pollTicks()
+	defer stop()
 	var lastErr string // the file's last read error, logged once
 	for {
 		select {
@@ -114,7 +123,7 @@ func reloadLoop(ctx context.Context, g *server.Server, w *filewatch.Watcher, fil
 			logger.Info("SIGHUP: reloading the configuration", "config", path)
 			data, err := w.Read()
 			reload(data, err)
-		case <-t.C:
+		case <-ticks:
 			data, changed, err := w.Changed()
 			switch {
 			case err != nil:

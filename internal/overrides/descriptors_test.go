@@ -243,20 +243,20 @@ func TestRedisDescriptorSetsSeeEachOthersChanges(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	sets := make([]*overrides.Descriptors, 2)
+	polls := make([]*handPoller, 2)
 	for i := range sets {
 		store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		s, err := overrides.NewDescriptors(overrides.Options{Store: store, Poll: 20 * time.Millisecond, Redis: store.Client, Prefix: "sluice"})
+		o := overrides.Options{Store: store, Redis: store.Client, Prefix: "sluice"}
+		polls[i] = pollByHand(&o)
+		s, err := overrides.NewDescriptors(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { s.Run(rctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
+		run(t, s)
 		sets[i] = s
 	}
 	// The client overrides of the same Redis are another hash.
@@ -270,24 +270,27 @@ func TestRedisDescriptorSetsSeeEachOthersChanges(t *testing.T) {
 		Limits: []overrides.Limit{{Algorithm: "gcra", Limit: 5, Period: "1m"}}}); err != nil {
 		t.Fatal(err)
 	}
-	within := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	seen := func(i int) bool { _, ok := sets[i].Override("api", entries("client", "a b")); return ok }
+	if seen(1) {
+		t.Fatal("the other set has the override before a poll")
 	}
-	within("the other set sees the override", func() bool { _, ok := sets[1].Override("api", entries("client", "a b")); return ok })
+	polls[1].poll(t)
+	if !seen(1) {
+		t.Fatal("after a poll, the other set does not see the override")
+	}
 	if n := sets[1].Len(); n != 1 {
 		t.Errorf("the other set holds %d overrides, want 1 (client overrides are kept apart)", n)
 	}
 	if ok, err := sets[1].Delete(ctx, "api/client=a b"); !ok || err != nil {
 		t.Fatalf("Delete: %v, %v", ok, err)
 	}
-	within("the first set sees the removal", func() bool { _, ok := sets[0].Override("api", entries("client", "a b")); return !ok })
+	if !seen(0) {
+		t.Fatal("the first set lost the override before a poll")
+	}
+	polls[0].poll(t)
+	if seen(0) {
+		t.Fatal("after a poll, the first set still sees the override removed")
+	}
 	if _, ok := clients.Get("api/client=a"); !ok {
 		t.Error("the client override went with the descriptor's")
 	}

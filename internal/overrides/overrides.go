@@ -73,6 +73,10 @@ type Options struct {
 	// changed (one GET), with ±25% jitter so that processes started
 	// together do not ask together. Default 500ms.
 	Poll time.Duration
+	// After returns a channel that receives once d has passed: Run waits
+	// on it between two refreshes. Default time.After; tests pass one
+	// they tick by hand.
+	After func(d time.Duration) <-chan time.Time
 	// Timeout bounds how long a Refresh (each of Run's polls among them)
 	// waits for Redis: one that gets no answer within it fails, rather
 	// than waiting out an outage (the client retries reads until their
@@ -156,6 +160,9 @@ func (s *Set[E]) init(opts Options, k kind) error {
 	}
 	if opts.Poll <= 0 {
 		opts.Poll = 500 * time.Millisecond
+	}
+	if opts.After == nil {
+		opts.After = time.After
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * opts.Poll
@@ -351,12 +358,10 @@ func (s *Set[E]) failed(err error) {
 func (s *Set[E]) Run(ctx context.Context) {
 	for {
 		d := s.opts.Poll*3/4 + rand.N(s.opts.Poll/2+1)
-		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return
-		case <-t.C:
+		case <-s.opts.After(d):
 		}
 		if err := s.Refresh(ctx); ctx.Err() == nil && s.opts.OnRefresh != nil {
 			s.opts.OnRefresh(err)

@@ -102,46 +102,92 @@ func TestRedisSetsSeeEachOthersChanges(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
 	sets := make([]*overrides.Clients, 2)
+	polls := make([]*handPoller, 2)
 	for i := range sets {
 		store, err := redisstore.New(redisstore.Options{URL: srv.URL()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		s, err := overrides.NewClients(overrides.Options{Store: store, Poll: 20 * time.Millisecond, Redis: store.Client, Prefix: "sluice"})
+		o := overrides.Options{Store: store, Redis: store.Client, Prefix: "sluice"}
+		polls[i] = pollByHand(&o)
+		s, err := overrides.NewClients(o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := s.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { s.Run(rctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
+		run(t, s)
 		sets[i] = s
 	}
 	if _, err := sets[0].Put(ctx, overrides.Client{Client: "key/with spaces", Tier: "premium"}); err != nil {
 		t.Fatal(err)
 	}
-	within := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 10s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+	if sets[1].Override("key/with spaces") != nil {
+		t.Fatal("the other set has the override before a poll")
 	}
-	within("the other set sees the override", func() bool { return sets[1].Override("key/with spaces") != nil })
+	polls[1].poll(t)
+	if sets[1].Override("key/with spaces") == nil {
+		t.Fatal("after a poll, the other set does not see the override")
+	}
 	if e, ok := sets[1].Get("key/with spaces"); !ok || e.Tier != "premium" {
 		t.Errorf("the other set's entry: %+v, %v", e, ok)
 	}
 	if ok, err := sets[1].Delete(ctx, "key/with spaces"); !ok || err != nil {
 		t.Fatalf("Delete: %v, %v", ok, err)
 	}
-	within("the first set sees the removal", func() bool { return sets[0].Override("key/with spaces") == nil })
+	if sets[0].Override("key/with spaces") == nil {
+		t.Fatal("the first set lost the override before a poll")
+	}
+	polls[0].poll(t)
+	if sets[0].Override("key/with spaces") != nil {
+		t.Fatal("after a poll, the first set still sees the override removed")
+	}
+}
+
+// handPoller is what a Set's Run waits on, ticked by hand: Run refreshes
+// the Set when poll says, and poll returns once the refresh is done.
+type handPoller struct {
+	ticks chan time.Time
+	done  chan error
+}
+
+// pollByHand makes the Set that o builds poll only when the returned
+// poller's poll is called.
+func pollByHand(o *overrides.Options) *handPoller {
+	h := &handPoller{ticks: make(chan time.Time), done: make(chan error, 1)}
+	o.After = func(time.Duration) <-chan time.Time { return h.ticks }
+	o.OnRefresh = func(err error) { h.done <- err }
+	return h
+}
+
+// poll makes Run refresh the Set once and waits until it has, failing t if
+// the refresh failed.
+func (h *handPoller) poll(t *testing.T) {
+	t.Helper()
+	safeguard := time.After(30 * time.Second) // against a hang, never a wait for time to pass
+	select {
+	case h.ticks <- time.Now():
+	case <-safeguard:
+		t.Fatal("the set's Run is not polling")
+	}
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Fatalf("the poll's refresh: %v", err)
+		}
+	case <-safeguard:
+		t.Fatal("the set's Run did not finish its refresh")
+	}
+}
+
+// run runs s.Run until t ends.
+func run(t *testing.T, s interface{ Run(context.Context) }) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 // TestEndedOverridesLeaveRedis: an override whose until has passed is

@@ -271,12 +271,35 @@ func TestGracefulShutdown(t *testing.T) {
 			}
 			<-g.entered
 			<-g.entered // both calls are in flight
+			// Health is watched (a stream of every change of status), so
+			// that the test waits on the change itself. The watch ends as
+			// soon as it has told NOT_SERVING: a graceful stop waits for
+			// every stream, this one too.
+			wctx, endWatch := context.WithCancel(context.Background())
+			watch, err := healthpb.NewHealthClient(conn).Watch(wctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := watch.Recv(); err != nil || res.Status != healthpb.HealthCheckResponse_SERVING {
+				t.Fatalf("health while serving: %v, %v; want SERVING", res, err)
+			}
+			notServing := make(chan struct{})
+			go func() {
+				defer close(notServing)
+				for {
+					res, err := watch.Recv()
+					if err != nil || res.Status == healthpb.HealthCheckResponse_NOT_SERVING {
+						return // a stream cut off by the stop counts too
+					}
+				}
+			}()
 			cancel()
-			health := healthpb.NewHealthClient(conn)
-			waitFor(t, "health NOT_SERVING", func() bool {
-				res, err := health.Check(context.Background(), &healthpb.HealthCheckRequest{})
-				return err != nil || res.Status == healthpb.HealthCheckResponse_NOT_SERVING
-			})
+			select {
+			case <-notServing:
+			case <-time.After(30 * time.Second): // a safeguard against a hang
+				t.Fatal("health still SERVING 30s after the shutdown began")
+			}
+			endWatch()
 			if finish {
 				close(g.open)
 			}
@@ -303,18 +326,5 @@ func TestGracefulShutdown(t *testing.T) {
 				t.Error("the HTTP listener still accepts after Serve returned")
 			}
 		})
-	}
-}
-
-// waitFor polls cond until it holds; it bounds the wait only to fail a
-// stuck test, never to judge speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 30s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

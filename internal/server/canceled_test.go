@@ -34,13 +34,8 @@ func TestGatewayClientLeavesWhileDelayed(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, g.admin, `sluice_requests_total{outcome="canceled"}`) != "1" {
-		if time.Now().After(deadline) {
-			t.Fatal(`sluice_requests_total{outcome="canceled"} never reached 1`)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, func() bool { return metric(t, g.admin, `sluice_requests_total{outcome="canceled"}`) == "1" },
+		func() string { return `sluice_requests_total{outcome="canceled"} never reached 1` })
 	for series, want := range map[string]string{
 		`sluice_decisions_total{outcome="canceled",rule="export"}`: "1",
 		`sluice_requests_total{outcome="error"}`:                   "",

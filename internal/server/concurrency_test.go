@@ -186,22 +186,16 @@ func TestAdminShowsAndResetsLeases(t *testing.T) {
 // just after its response is written.
 func waitMetrics(t *testing.T, admin string, want map[string]string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		bad := ""
+	bad := ""
+	eventually(t, func() bool {
+		bad = ""
 		for series, v := range want {
 			if got := metric(t, admin, series); got != v {
 				bad += fmt.Sprintf("%s: got %q, want %s; ", series, got, v)
 			}
 		}
-		if bad == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(bad)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return bad == ""
+	}, func() string { return bad })
 }
 
 // A delay rule's request waits for a slot; the wait is in
@@ -220,11 +214,8 @@ func TestLeaseWaitMetrics(t *testing.T) {
 	go func() { done <- get(t, "GET", g.url+"/x", nil) }()
 	// The second waits for the slot: release the first once Redis has
 	// refused it (a script call since).
-	for deadline := time.Now().Add(10 * time.Second); scriptCalls(t, srv) == before; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the second request never asked for a slot")
-		}
-	}
+	eventually(t, func() bool { return scriptCalls(t, srv) != before },
+		func() string { return "the second request never asked for a slot" })
 	up.release <- struct{}{}
 	up.waitStarted(t, 1)
 	up.release <- struct{}{}

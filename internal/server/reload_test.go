@@ -152,13 +152,7 @@ func TestGatewayLogsRedisRecovery(t *testing.T) {
 		{Name: "r", Limit: sluice.Limit{Algorithm: sluice.FixedWindow, Count: 2, Period: time.Hour}},
 	}}})
 	srv.Restart(t)
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(g.logs.String(), "Redis recovered") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log of Redis's recovery within 20s: %s", g.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	g.logs.waitFor(t, "the log of Redis's recovery", func(log string) bool { return strings.Contains(log, "Redis recovered") })
 	g.stop()
 	if !strings.Contains(g.logs.String(), `"msg":"sluice stopped"`) {
 		t.Errorf("no log of the end of the shutdown: %s", g.logs.String())

@@ -84,6 +84,22 @@ func (b *syncBuffer) waitFor(t *testing.T, what string, cond func(log string) bo
 	}
 }
 
+// eventually polls cond until it holds, failing t with what() after a
+// minute. It is for conditions that come true with no event to wait for:
+// a Redis that has come back, a metric a gateway's goroutine counts, a
+// listener it closes, overrides another gateway polls. The bound is a
+// safeguard against a hang, never a wait for time to pass.
+func eventually(t *testing.T, cond func() bool, what func() string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute: %s", what())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // logLines counts the JSON log lines of log at level with message msg.
 func logLines(log, level, msg string) int {
 	n := 0
@@ -415,16 +431,13 @@ func TestGatewayGracefulShutdown(t *testing.T) {
 	go func() { stopped <- g.stop() }()
 	// Shutting down: new connections are refused while the request in
 	// flight is still served.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := net.DialTimeout("tcp", strings.TrimPrefix(g.url, "http://"), 100*time.Millisecond); err != nil {
-			break
+	eventually(t, func() bool {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(g.url, "http://"), time.Second)
+		if err == nil {
+			c.Close()
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("gateway still accepting connections after shutdown began")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err != nil
+	}, func() string { return "the gateway still accepts connections after its shutdown began" })
 	close(release)
 	if got := <-result; got != "finished" {
 		t.Errorf("request in flight: got %q, want it finished", got)
@@ -571,13 +584,9 @@ func TestGatewayStartsWithRedisDown(t *testing.T) {
 	}
 	wantDegradedReady(t, g.admin)
 	srv.Restart(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for get(t, "GET", g.admin+"/readyz?strict", nil).StatusCode != 200 {
-		if time.Now().After(deadline) {
-			t.Fatal("readyz still failing 10s after Redis came up")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	// The store connects in the background, about every second.
+	eventually(t, func() bool { return get(t, "GET", g.admin+"/readyz?strict", nil).StatusCode == 200 },
+		func() string { return "readyz?strict still failing with Redis up" })
 	// Redis is charged with what the fallback admitted: the key stays at
 	// its limit for the hour.
 	if r := get(t, "GET", g.url+"/", map[string]string{"X-API-Key": "k"}); r.StatusCode != 429 {

@@ -280,13 +280,8 @@ func TestGatewayAbortedUploadIsNotAnUpstreamFailure(t *testing.T) {
 	// does), then goes away.
 	c.(*net.TCPConn).CloseWrite()
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for metric(t, g.admin, `sluice_upstream_errors_total{kind="client_aborted"}`) != "1" {
-		if time.Now().After(deadline) {
-			t.Fatalf("client_aborted never counted; upstream errors: %s", g.logs.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually(t, func() bool { return metric(t, g.admin, `sluice_upstream_errors_total{kind="client_aborted"}`) == "1" },
+		func() string { return "client_aborted never counted; log: " + g.logs.String() })
 	for _, k := range []string{"reset", "other", "timeout", "refused"} {
 		if got := metric(t, g.admin, `sluice_upstream_errors_total{kind="`+k+`"}`); got != "0" {
 			t.Errorf("upstream errors of kind %s: %q, want 0", k, got)
@@ -356,7 +351,10 @@ func TestGatewayUpgradeOutlivesReadTimeout(t *testing.T) {
 		t.Fatalf("upgrade: %v %v, want 101", resp, err)
 	}
 	// Past the read timeout, the upgraded connection still carries data
-	// both ways.
+	// both ways. The timeout is a deadline the gateway sets on its real
+	// socket, which only real time moves (no clock of Sluice's reaches it,
+	// and a testing/synctest bubble cannot hold a real socket): the test
+	// lets it pass. A loaded machine only makes the wait longer.
 	time.Sleep(500 * time.Millisecond)
 	if _, err := io.WriteString(c, "ping"); err != nil {
 		t.Fatal(err)
