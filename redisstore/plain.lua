@@ -150,6 +150,10 @@ if op == 'cancel' then
         if d == 0 then
           redis.call('DEL', key)
         else
+          -- The key lives until the whole debt is repaid, which the state
+          -- below may anchor later than now.
+          local reset, r = divmod(d, l)
+          if r ~= 0 then reset = reset + 1 end
           local at, v = now
           if alg == 2 then
             local q, frac = divmod(d, l)
@@ -170,8 +174,6 @@ if op == 'cancel' then
               v = def .. struct.pack('<ddd', at, burst - used - 1, p - rem)
             end
           end
-          local reset, r = divmod(d, l)
-          if r ~= 0 then reset = reset + 1 end
           redis.call('SET', key, v, 'PX', math.max(math.ceil(reset / 1000), 1) + slack)
         end
       end
