@@ -9,53 +9,52 @@
 -- It is written for speed: Redis runs the whole chunk on every call, and
 -- each local function in it is a closure built anew every time, so it
 -- takes only the pieces it needs (clock.lua and arith.lua, put in below by
--- the store: six small routines), adds three of its own (and load for
--- reserve and cancel; bucket.lua's one routine only inside cancel), and
--- creates no tables but its reply (and, for policies of several limits,
--- one table of pending writes per request): the algorithms are inline in
--- the main loop and their arithmetic is plain operators. Carrying a state
--- written under another definition (carry.lua) is built only when a
--- decision needs it.
+-- the store: six small routines) and adds one of its own, leased; the
+-- others are built only on the paths that call them (load for reserve and
+-- cancel, bucket.lua's saveBucket inside cancel, write for several limits
+-- or a sliding_log, carry.lua when a state was written under another
+-- definition). It parses only the arguments a decision reads (each parse
+-- runs strtod) and creates no tables but its reply (and, for policies of
+-- several limits, one table of pending writes per request): the
+-- algorithms are inline in the main loop and their arithmetic is plain
+-- operators.
 
 --[[clock.lua]]
 --[[arith.lua]]
+
+-- tonumber, looked up once: every decision parses its arguments with it.
+local tonumber = tonumber
 
 -- carry, built on first use: see carry.lua.
 local carry
 
 -- leased returns the units of the quota leases on the bucket whose state
--- is at key, as ticks of debt (units × p), and whether any has expired:
--- quota.lua records the leases of processes deciding the limit in lease
--- mode at key .. ':g' (id -> "units:expiry µs"), and the bucket's debt
--- never falls below them, so that a process deciding exactly beside them
--- never spends the tokens they hold. A lease that has expired may have
--- been spent in full up to its end: its units count as debt as of now
--- until a write of the bucket's state takes them in and drops its record
--- (dropExpired), as quota.lua does. A key never leased has no record: one
--- EXISTS.
+-- is at key, as ticks of debt (units × p), and the ids of the lease
+-- records that have expired (nil if none): quota.lua records the leases
+-- of processes deciding the limit in lease mode at key .. ':g' (id ->
+-- "units:expiry µs"), and the bucket's debt never falls below them, so
+-- that a process deciding exactly beside them never spends the tokens
+-- they hold. A lease that has expired may have been spent in full up to
+-- its end: its units count as debt as of now until a write of the
+-- bucket's state takes them in and deletes its record, as quota.lua does.
+-- A key never leased has no record: one EXISTS.
 local function leased(key, now, p)
   local g = key .. ':g'
-  if redis.call('EXISTS', g) == 0 then return 0, false end
-  local held, expired = 0, false
-  for _, v in ipairs(redis.call('HVALS', g)) do
-    local u, exp = string.match(v, '^(%d+):(%d+)$')
+  if redis.call('EXISTS', g) == 0 then return 0, nil end
+  local held, expired = 0, nil
+  local recs = redis.call('HGETALL', g)
+  for j = 1, #recs, 2 do
+    local u, exp = string.match(recs[j + 1], '^(%d+):(%d+)$')
     held = held + tonumber(u)
-    if tonumber(exp) <= now then expired = true end
+    if tonumber(exp) <= now then
+      expired = expired or {}
+      expired[#expired + 1] = recs[j]
+    end
   end
   return held * p, expired
 end
 
--- dropExpired deletes the expired lease records of the bucket at key,
--- whose state, being written, holds their units as debt.
-local function dropExpired(key, now)
-  local g = key .. ':g'
-  local recs = redis.call('HGETALL', g)
-  for j = 1, #recs, 2 do
-    if tonumber(string.match(recs[j + 1], ':(%d+)$')) <= now then redis.call('HDEL', g, recs[j]) end
-  end
-end
-
-local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local op, n, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5])
 -- A batch (several policies and keys decided together, op "batch") gives
 -- each limit its own cost, in the nl arguments after the limits'. Op "each"
 -- (only in this script) is a batch of independent requests, as the store
@@ -74,9 +73,11 @@ local now, slack = clock(ARGV[3])
 -- (struct.pack '<ddd'; every state value is an integer below 2^53), or
 -- nothing for a fresh key. A state written under another definition is
 -- carried to the limit's (carry.lua) and, except by peek, stored so. The
--- main loop decodes inline; cancel and reserve use load, for limit i.
-local load
+-- main loop decodes inline; cancel and reserve use load, for limit i. Only
+-- they read arg: maxWait (reserve) or the due time (cancel), in µs.
+local load, arg
 if op == 'cancel' or op == 'reserve' then
+  arg = tonumber(ARGV[4])
   load = function(i)
     local b = 5 + (i - 1) * 8
     local key, def = KEYS[2 * i - 1], ARGV[b + 8]
@@ -104,7 +105,7 @@ if op == 'cancel' then
       if not (T == 0 and A == 0 and B == 0) then
         local held, expired = leased(key, now, p)
         local d = math.max(debt(alg, T, A, B, now, burst * p, l, p) - n * p, held)
-        if expired then dropExpired(key, now) end
+        if expired then redis.call('HDEL', key .. ':g', unpack(expired)) end
         saveBucket(key, ARGV[b + 8], alg, d, now, burst, burst * p, l, p, slack)
       end
     end
@@ -130,30 +131,34 @@ if op == 'reserve' then
 end
 commit = commit and n > 0
 
--- write makes the writes in pend (limit, value, TTL in ms, expired; for
--- sliding_log, what recording needs).
-local function write(pend)
-  for _, w in ipairs(pend) do
-    local i, v, px = w[1], w[2], w[3]
-    local key = KEYS[2 * i - 1]
-    if type(v) == 'string' then
-      redis.call('SET', key, v, 'PX', px)
-      if w[4] then dropExpired(key, now) end
-    else
-      -- Record a sliding_log request (algo.Log.record): the entries lie in
-      -- the auxiliary key, the state key holds the definition, sum and seq.
-      local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
-      local b = 5 + (i - 1) * 8
-      local period, log = tonumber(ARGV[b + 3]), KEYS[2 * i]
-      if live ~= sum then
-        redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.0f', at - period))
-        sum = live
+-- write makes the writes in pend (limit, value, TTL in ms, expired lease
+-- records; for sliding_log, what recording needs). A single limit other
+-- than a sliding_log writes at once, below, and builds no closure for it.
+local write
+if nl > 1 or ARGV[6] == '5' then
+  write = function(pend)
+    for _, w in ipairs(pend) do
+      local i, v, px = w[1], w[2], w[3]
+      local key = KEYS[2 * i - 1]
+      if type(v) == 'string' then
+        redis.call('SET', key, v, 'PX', px)
+        if w[4] then redis.call('HDEL', key .. ':g', unpack(w[4])) end
+      else
+        -- Record a sliding_log request (algo.Log.record): the entries lie in
+        -- the auxiliary key, the state key holds the definition, sum and seq.
+        local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
+        local b = 5 + (i - 1) * 8
+        local period, log = tonumber(ARGV[b + 3]), KEYS[2 * i]
+        if live ~= sum then
+          redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.0f', at - period))
+          sum = live
+        end
+        seq = seq + 1
+        sum = sum + n
+        redis.call('ZADD', log, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
+        redis.call('PEXPIRE', log, px)
+        redis.call('SET', key, ARGV[b + 8] .. struct.pack('<dd', sum, seq), 'PX', px)
       end
-      seq = seq + 1
-      sum = sum + n
-      redis.call('ZADD', log, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
-      redis.call('PEXPIRE', log, px)
-      redis.call('SET', key, ARGV[b + 8] .. struct.pack('<dd', sum, seq), 'PX', px)
     end
   end
 end
@@ -164,10 +169,13 @@ end
 local out, all, pend = {now, wait}, true, nil
 for i = 1, nl do
   local b = 5 + (i - 1) * 8
-  local alg, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  local alg, count, period = tonumber(ARGV[b + 1]), nil, nil
+  -- Windows count per period; a bucket's rate is l/p, and it needs its
+  -- count and period only to carry a state.
+  if alg > 2 then count, period = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) end
   local key, def = KEYS[2 * i - 1], ARGV[b + 8]
   local ok, remaining, retry, reset = false, 0, 0, 0
-  local expired = false -- a bucket's expired lease records, dropped if v is written
+  local expired -- a bucket's expired lease records, deleted if v is written
   local v -- the new state, when admitted and charged
   local n = n
   if costs then n = tonumber(ARGV[costs + i]) end
@@ -191,8 +199,8 @@ for i = 1, nl do
       carry = carry or (function()
 --[[carry.lua]]
       end)()
-      local x, y, z = carry(s, def, {alg, count, period, tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]),
-        tonumber(ARGV[b + 6])}, now, key, KEYS[2 * i], slack, op ~= 'peek')
+      local x, y, z = carry(s, def, {alg, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]),
+        tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])}, now, key, KEYS[2 * i], slack, op ~= 'peek')
       if alg ~= 5 then
         T, A, B = x, y, z
       elseif x == 'keep' then
@@ -348,7 +356,7 @@ for i = 1, nl do
   if nl == 1 and alg ~= 5 then
     if v then
       redis.call('SET', key, v, 'PX', px)
-      if expired then dropExpired(key, now) end
+      if expired then redis.call('HDEL', key .. ':g', unpack(expired)) end
     end
     return {now, wait, ok and 1 or 0, remaining, retry, reset}
   end
