@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/luascript"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
 )
@@ -201,16 +201,11 @@ var rpsLine = regexp.MustCompile(`([0-9.]+) requests per second`)
 // reduced to 1 unit per 10µs, plain arithmetic, and the definition the
 // state records.
 func redisBenchmark(b *testing.B, srv *redistest.Server) float64 {
-	lua, err := os.ReadFile("../redisstore/plain.lua")
+	// The store assembles the script from its pieces the same way.
+	src, err := luascript.Assemble(os.DirFS("../redisstore"), "plain.lua", "")
 	if err != nil {
 		b.Fatal(err)
 	}
-	carry, err := os.ReadFile("../redisstore/carry.lua")
-	if err != nil {
-		b.Fatal(err)
-	}
-	// The store puts carry.lua into the script (see redisstore's scripts).
-	src := strings.ReplaceAll(string(lua), "--[[carry.lua]]", string(carry))
 	sum := sha1.Sum([]byte(src))
 	sha := hex.EncodeToString(sum[:])
 	srv.Do(b, "SCRIPT", "LOAD", src)

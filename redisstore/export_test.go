@@ -63,8 +63,25 @@ func ProbeDue(s *Store) {
 }
 
 // PlainLua is the text of the script the store sends for policies in plain
-// arithmetic, carry.lua included.
+// arithmetic, its pieces included.
 var PlainLua = plainLua
+
+// Scripts returns the text of every script the store sends, each named by
+// its file and the script it wraps.
+func Scripts() map[string]string {
+	return map[string]string{
+		"plain.lua":                              plainLua,
+		"sluice.lua":                             wideLua,
+		"penalty.lua(plain.lua)":                 penaltyPlainLua,
+		"penalty.lua(sluice.lua)":                penaltyWideLua,
+		"leasetake.lua(plain.lua)":               script("leasetake.lua", plainLua),
+		"leasetake.lua(sluice.lua)":              script("leasetake.lua", wideLua),
+		"leasetake.lua(penalty.lua(plain.lua))":  script("leasetake.lua", penaltyPlainLua),
+		"leasetake.lua(penalty.lua(sluice.lua))": script("leasetake.lua", penaltyWideLua),
+		"quota.lua":                              quotaLua,
+		"lease.lua":                              leaseLua,
+	}
+}
 
 // Wide reports whether the store decides p with the script for big-number
 // arithmetic (sluice.lua, or its penalty form).

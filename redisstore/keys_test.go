@@ -198,6 +198,68 @@ func TestEveryKeyExpires(t *testing.T) {
 	}
 }
 
+// A refund can leave a token bucket owing more than it holds (reservations
+// still to come): its state is then anchored in the future, at the first
+// microsecond at which the debt fits. Its key must still live until the
+// whole debt is repaid; a key that expired earlier would let Redis drop the
+// debt, and the bucket would restart full while clients are still owed
+// waits. Both scripts: plain arithmetic and big numbers.
+func TestKeyTTLAfterRefundOfDebt(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, c := range []struct {
+		name  string
+		limit sluice.Limit
+		wide  bool
+	}{
+		{"plain", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 10, Period: time.Second}, false},
+		{"wide", sluice.Limit{Algorithm: sluice.TokenBucket, Count: 999999937, Period: time.Second}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			store := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Prefix: "refund-" + c.name, Clock: clk, Timeout: slow})
+			lim := limiter(t, store, "p", c.limit)
+			if got := redisstore.Wide(store, lim.Policy()); got != c.wide {
+				t.Fatalf("decided by the script for big numbers: %v, want %v", got, c.wide)
+			}
+			ctx := context.Background()
+			// Three reservations of a whole burst: now, in one period and in
+			// two. Refunding the last leaves two bursts owed: one more than
+			// the bucket holds.
+			n := c.limit.Count
+			var last sluice.Reservation
+			for i := range 3 {
+				r, err := lim.Reserve(ctx, "k", n, time.Minute)
+				if err != nil || !r.Allowed || r.Delay != time.Duration(i)*c.limit.Period {
+					t.Fatalf("reservation %d: got %+v, %v; want allowed after %v", i, r.Decision, err, time.Duration(i)*c.limit.Period)
+				}
+				last = r
+			}
+			asked := time.Now()
+			if err := last.Cancel(ctx); err != nil {
+				t.Fatalf("Cancel: %v", err)
+			}
+			d, err := lim.Peek(ctx, "k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			owed := 2 * c.limit.Period
+			if d.Remaining != 0 || d.ResetAfter != owed {
+				t.Fatalf("after the refund: got %d remaining, reset after %v; want 0 and %v", d.Remaining, d.ResetAfter, owed)
+			}
+			keys := keysOf(t, srv, "refund-"+c.name+":")
+			if len(keys) != 1 {
+				t.Fatalf("keys: got %q, want the bucket's state only", keys)
+			}
+			// With a caller's clock every TTL has an hour of slack (the
+			// server's clock need not follow the fake one).
+			ms := pttl(t, srv, keys[0]) - int64(time.Hour/time.Millisecond)
+			if want := ceilMs(owed); ms > want || ms < want-ceilMs(time.Since(asked))-1 {
+				t.Errorf("PTTL %s: got %dms beyond the slack, want %dms (until the debt is repaid) less the time since the refund", keys[0], ms, want)
+			}
+		})
+	}
+}
+
 // A sliding log holds one member per admitted request in the last period,
 // so never more than the limit, however many requests it sees.
 func TestSlidingLogSizeBounded(t *testing.T) {

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,10 +12,10 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-//go:embed lease.lua
-var leaseLua string
-
-var leaseScript = rueidis.NewLuaScript(leaseLua)
+var (
+	leaseLua    = script("lease.lua", "")
+	leaseScript = rueidis.NewLuaScript(leaseLua)
+)
 
 var _ sluice.LeaseStore = (*Store)(nil)
 

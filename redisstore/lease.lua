@@ -11,14 +11,8 @@
 -- last lease expires or 0}.
 
 local key, op, id = KEYS[1], ARGV[1], ARGV[2]
-local now, slack
-if ARGV[3] ~= '' then
-  -- TTLs run on the server's clock, which a caller's need not match.
-  now, slack = tonumber(ARGV[3]), 3600000
-else
-  local t = redis.call('TIME')
-  now, slack = t[1] * 1000000 + t[2], 0
-end
+--[[clock.lua]]
+local now, slack = clock(ARGV[3])
 
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
 
@@ -55,7 +49,7 @@ if n > 0 then
   local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
   reset = tonumber(last[2]) - now
   if granted == 1 and op ~= 'release' then
-    redis.call('PEXPIRE', key, math.ceil(reset / 1000) + slack)
+    redis.call('PEXPIRE', key, ttl(reset, slack))
   end
 end
 return {now, granted, n, retry, reset}

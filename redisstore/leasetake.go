@@ -2,10 +2,8 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -14,23 +12,12 @@ import (
 )
 
 // leasetake.lua wraps each decision script, for sluice.LeaseTaker.
-var (
-	//go:embed leasetake.lua
-	leaseTakeSource string
-
-	leaseTakeScripts = func() map[*rueidis.Lua]*rueidis.Lua {
-		wrap := func(decide string) *rueidis.Lua {
-			return rueidis.NewLuaScript(strings.ReplaceAll(leaseTakeSource, "--[[decide]]", decide))
-		}
-		penalty := func(decide string) string { return strings.ReplaceAll(penaltySource, "--[[decide]]", decide) }
-		return map[*rueidis.Lua]*rueidis.Lua{
-			plainScript:        wrap(plainLua),
-			wideScript:         wrap(wideLua),
-			penaltyPlainScript: wrap(penalty(plainLua)),
-			penaltyWideScript:  wrap(penalty(wideLua)),
-		}
-	}()
-)
+var leaseTakeScripts = map[*rueidis.Lua]*rueidis.Lua{
+	plainScript:        rueidis.NewLuaScript(script("leasetake.lua", plainLua)),
+	wideScript:         rueidis.NewLuaScript(script("leasetake.lua", wideLua)),
+	penaltyPlainScript: rueidis.NewLuaScript(script("leasetake.lua", penaltyPlainLua)),
+	penaltyWideScript:  rueidis.NewLuaScript(script("leasetake.lua", penaltyWideLua)),
+}
 
 var _ sluice.LeaseTaker = (*Store)(nil)
 

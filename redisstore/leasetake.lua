@@ -14,13 +14,8 @@
 -- until the last lease expires.
 local lkey = KEYS[#KEYS]
 local lid, llimit, llease = ARGV[#ARGV - 2], tonumber(ARGV[#ARGV - 1]), tonumber(ARGV[#ARGV])
-local lnow, lslack
-if ARGV[3] ~= '' then
-  lnow, lslack = tonumber(ARGV[3]), 3600000
-else
-  local t = redis.call('TIME')
-  lnow, lslack = t[1] * 1000000 + t[2], 0
-end
+--[[clock.lua]]
+local lnow, lslack = clock(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', lkey, '-inf', lnow)
 local free = redis.call('ZCARD', lkey) < llimit
 
@@ -52,7 +47,7 @@ if n > 0 then
   local last = redis.call('ZRANGE', lkey, -1, -1, 'WITHSCORES')
   reset = tonumber(last[2]) - lnow
   if granted == 1 then
-    redis.call('PEXPIRE', lkey, math.ceil(reset / 1000) + lslack)
+    redis.call('PEXPIRE', lkey, ttl(reset, lslack))
   end
 end
 reply[#reply + 1] = granted

@@ -15,13 +15,8 @@
 local pkey = KEYS[#KEYS]
 local pafter, pforget, pblocks = tonumber(ARGV[#ARGV - 2]), tonumber(ARGV[#ARGV - 1]), ARGV[#ARGV]
 local pnl = tonumber(ARGV[5])
-local pnow, pslack
-if ARGV[3] ~= '' then
-  pnow, pslack = tonumber(ARGV[3]), 3600000
-else
-  local t = redis.call('TIME')
-  pnow, pslack = t[1] * 1000000 + t[2], 0
-end
+--[[clock.lua]]
+local pnow, pslack = clock(ARGV[3])
 local bend, last, offences, strikes = 0, 0, 0, 0
 local pv = redis.call('GET', pkey)
 if pv and #pv == 32 then bend, last, offences, strikes = struct.unpack('<dddd', pv) end
@@ -63,8 +58,7 @@ for i = 1, pnl do
       end
       bend = now + d
     end
-    local ttl = math.max(math.ceil((math.max(last, bend) + pforget - now) / 1000), 1) + pslack
-    redis.call('SET', pkey, struct.pack('<dddd', bend, last, offences, strikes), 'PX', ttl)
+    redis.call('SET', pkey, struct.pack('<dddd', bend, last, offences, strikes), 'PX', ttl(math.max(last, bend) + pforget - now, pslack))
     if block then return blocked(now, bend - now) end
     return reply
   end

@@ -6,93 +6,55 @@
 -- in the same keys and makes the same decisions as sluice.lua, and mirrors
 -- package algo's Go code as that does.
 --
--- It is written for speed: Redis runs the whole chunk on every call, so it
--- creates only five small helper closures (six for reserve and cancel)
--- and no tables but its reply (and, for policies of several limits, one
--- table of pending writes per request): the
+-- It is written for speed: Redis runs the whole chunk on every call, and
+-- each local function in it is a closure built anew every time, so it
+-- takes only the pieces it needs (clock.lua and arith.lua, put in below by
+-- the store: six small routines) and adds one of its own, leased; the
+-- others are built only on the paths that call them (load for reserve and
+-- cancel, bucket.lua's saveBucket inside cancel, write for several limits
+-- or a sliding_log, carry.lua when a state was written under another
+-- definition). It parses only the arguments a decision reads (each parse
+-- runs strtod) and creates no tables but its reply (and, for policies of
+-- several limits, one table of pending writes per request): the
 -- algorithms are inline in the main loop and their arithmetic is plain
--- operators. Carrying a state written under another definition (carry.lua,
--- put in below by the store) is built only when a decision needs it.
+-- operators.
 
-local floor = math.floor
+--[[clock.lua]]
+--[[arith.lua]]
+
+-- tonumber, looked up once: every decision parses its arguments with it.
+local tonumber = tonumber
 
 -- carry, built on first use: see carry.lua.
 local carry
 
--- divmod returns floor(x/d) and x mod d for integers 0 <= x < 2^52 and
--- 0 < d < 2^52: the quotient in floating point, corrected by one if the
--- division rounded across an integer.
-local function divmod(x, d)
-  local q = floor(x / d)
-  local r = x - q * d
-  if r < 0 then
-    q, r = q - 1, r + d
-  elseif r >= d then
-    q, r = q + 1, r - d
-  end
-  return q, r
-end
-
--- startFor returns the start of the window of length period, aligned to
--- the Unix epoch, that contains at, without dividing when at falls in the
--- window starting at known or the next one (algo.Rule.startFor).
-local function startFor(known, at, period)
-  if known <= at and at - known < period then return known end
-  if known <= at and at - known < 2 * period then return known + period end
-  local q = floor(at / period)
-  if q * period > at then q = q - 1 elseif (q + 1) * period <= at then q = q + 1 end
-  return q * period
-end
-
--- debt returns a bucket's debt in ticks at time at (algo.Rule.debt): alg 1
--- is TokenBucket with state {last, tokens, fraction}, alg 2 GCRA with
--- {TAT, fraction}; cap is Burst×p. A fresh state owes nothing.
-local function debt(alg, T, A, B, at, cap, l, p)
-  if T == 0 and A == 0 and B == 0 then return 0 end
-  if alg == 2 then
-    if T >= at then return (T - at) * l + A end
-    return 0
-  end
-  if at >= T then return math.max(cap - (A * p + B) - (at - T) * l, 0) end
-  return cap - (A * p + B) + (T - at) * l
-end
-
 -- leased returns the units of the quota leases on the bucket whose state
--- is at key, as ticks of debt (units × p), and whether any has expired:
--- quota.lua records the leases of processes deciding the limit in lease
--- mode at key .. ':g' (id -> "units:expiry µs"), and the bucket's debt
--- never falls below them, so that a process deciding exactly beside them
--- never spends the tokens they hold. A lease that has expired may have
--- been spent in full up to its end: its units count as debt as of now
--- until a write of the bucket's state takes them in and drops its record
--- (dropExpired), as quota.lua does. A key never leased has no record: one
--- EXISTS.
+-- is at key, as ticks of debt (units × p), and the ids of the lease
+-- records that have expired (nil if none): quota.lua records the leases
+-- of processes deciding the limit in lease mode at key .. ':g' (id ->
+-- "units:expiry µs"), and the bucket's debt never falls below them, so
+-- that a process deciding exactly beside them never spends the tokens
+-- they hold. A lease that has expired may have been spent in full up to
+-- its end: its units count as debt as of now until a write of the
+-- bucket's state takes them in and deletes its record, as quota.lua does.
+-- A key never leased has no record: one EXISTS.
 local function leased(key, now, p)
   local g = key .. ':g'
-  if redis.call('EXISTS', g) == 0 then return 0, false end
-  local held, expired = 0, false
-  for _, v in ipairs(redis.call('HVALS', g)) do
-    local u, exp = string.match(v, '^(%d+):(%d+)$')
+  if redis.call('EXISTS', g) == 0 then return 0, nil end
+  local held, expired = 0, nil
+  local recs = redis.call('HGETALL', g)
+  for j = 1, #recs, 2 do
+    local u, exp = string.match(recs[j + 1], '^(%d+):(%d+)$')
     held = held + tonumber(u)
-    if tonumber(exp) <= now then expired = true end
+    if tonumber(exp) <= now then
+      expired = expired or {}
+      expired[#expired + 1] = recs[j]
+    end
   end
   return held * p, expired
 end
 
--- dropExpired deletes the expired lease records of the bucket at key,
--- whose state, being written, holds their units as debt.
-local function dropExpired(key, now)
-  local g = key .. ':g'
-  local recs = redis.call('HGETALL', g)
-  for j = 1, #recs, 2 do
-    if tonumber(string.match(recs[j + 1], ':(%d+)$')) <= now then redis.call('HDEL', g, recs[j]) end
-  end
-end
-
--- slack pads TTLs when the caller supplies the time: TTLs run on the server's
--- clock, which the caller's clock (a test's fake clock) need not keep pace
--- with.
-local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local op, n, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[5])
 -- A batch (several policies and keys decided together, op "batch") gives
 -- each limit its own cost, in the nl arguments after the limits'. Op "each"
 -- (only in this script) is a batch of independent requests, as the store
@@ -103,22 +65,19 @@ local op, n, arg, nl = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(A
 local costs, groups, gend
 if op == 'batch' or op == 'each' then costs = 5 + nl * 8 end
 if op == 'each' then groups, gend = costs + nl + 1, tonumber(ARGV[costs + nl + 1]) end
-local now, slack
-if ARGV[3] ~= '' then
-  now, slack = tonumber(ARGV[3]), 3600000
-else
-  local t = redis.call('TIME')
-  now, slack = t[1] * 1000000 + t[2], 0
-end
+-- now is the call's time in µs; slack pads its TTLs (see clock.lua).
+local now, slack = clock(ARGV[3])
 
 -- The state of a limit: its definition, "alg:count:period:burst;" (the
 -- last of each limit's arguments), then as in algo.State three doubles
 -- (struct.pack '<ddd'; every state value is an integer below 2^53), or
 -- nothing for a fresh key. A state written under another definition is
 -- carried to the limit's (carry.lua) and, except by peek, stored so. The
--- main loop decodes inline; cancel and reserve use load, for limit i.
-local load
+-- main loop decodes inline; cancel and reserve use load, for limit i. Only
+-- they read arg: maxWait (reserve) or the due time (cancel), in µs.
+local load, arg
 if op == 'cancel' or op == 'reserve' then
+  arg = tonumber(ARGV[4])
   load = function(i)
     local b = 5 + (i - 1) * 8
     local key, def = KEYS[2 * i - 1], ARGV[b + 8]
@@ -136,44 +95,18 @@ end
 
 if op == 'cancel' then
   -- algo.Rule.Refund for every limit (all are buckets).
+--[[bucket.lua]]
   if arg > now then
     for i = 1, nl do
       local b = 5 + (i - 1) * 8
       local alg, burst, l, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
-      local cap = burst * p
-      local key, def = KEYS[2 * i - 1], ARGV[b + 8]
+      local key = KEYS[2 * i - 1]
       local T, A, B = load(i)
       if not (T == 0 and A == 0 and B == 0) then
         local held, expired = leased(key, now, p)
-        local d = math.max(debt(alg, T, A, B, now, cap, l, p) - n * p, held)
-        if expired then dropExpired(key, now) end
-        if d == 0 then
-          redis.call('DEL', key)
-        else
-          local at, v = now
-          if alg == 2 then
-            local q, frac = divmod(d, l)
-            v = def .. struct.pack('<ddd', now + q, frac, 0)
-          else
-            if cap < d then
-              -- More debt than a bucket holds: anchor at the first whole µs
-              -- at which it fits (see algo.Rule.state).
-              local shift, r = divmod(d - cap, l)
-              if r ~= 0 then shift = shift + 1 end
-              d = math.max(d - shift * l, 0)
-              at = now + shift
-            end
-            local used, rem = divmod(d, p)
-            if rem == 0 then
-              v = def .. struct.pack('<ddd', at, burst - used, 0)
-            else
-              v = def .. struct.pack('<ddd', at, burst - used - 1, p - rem)
-            end
-          end
-          local reset, r = divmod(d, l)
-          if r ~= 0 then reset = reset + 1 end
-          redis.call('SET', key, v, 'PX', math.max(math.ceil(reset / 1000), 1) + slack)
-        end
+        local d = math.max(debt(alg, T, A, B, now, burst * p, l, p) - n * p, held)
+        if expired then redis.call('HDEL', key .. ':g', unpack(expired)) end
+        saveBucket(key, ARGV[b + 8], alg, d, now, burst, burst * p, l, p, slack)
       end
     end
   end
@@ -188,23 +121,9 @@ if op == 'reserve' then
     local b = 5 + (i - 1) * 8
     local alg, burst, l, p = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])
     local T, A, B = load(i)
-    local d = 0
-    if not (T == 0 and A == 0 and B == 0) then
-      if alg == 2 then
-        if T >= now then d = (T - now) * l + A end
-      elseif now >= T then
-        d = math.max(burst * p - (A * p + B) - (now - T) * l, 0)
-      else
-        d = burst * p - (A * p + B) + (T - now) * l
-      end
-    end
-    d = math.max(d, (leased(KEYS[2 * i - 1], now, p)))
+    local d = math.max(debt(alg, T, A, B, now, burst * p, l, p), (leased(KEYS[2 * i - 1], now, p)))
     local room = (burst - n) * p
-    if d > room then
-      local w, r = divmod(d - room, l)
-      if r ~= 0 then w = w + 1 end
-      wait = math.max(wait, w)
-    end
+    if d > room then wait = math.max(wait, divCeil(d - room, l)) end
   end
   if wait <= arg then
     at, commit = now + wait, true
@@ -212,30 +131,34 @@ if op == 'reserve' then
 end
 commit = commit and n > 0
 
--- write makes the writes in pend (key, value, TTL; for sliding_log, what
--- recording needs).
-local function write(pend)
-  for _, w in ipairs(pend) do
-    local i, v, ttl = w[1], w[2], w[3]
-    local key = KEYS[2 * i - 1]
-    if type(v) == 'string' then
-      redis.call('SET', key, v, 'PX', ttl)
-      if w[4] then dropExpired(key, now) end
-    else
-      -- Record a sliding_log request (algo.Log.record): the entries lie in
-      -- the auxiliary key, the state key holds the definition, sum and seq.
-      local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
-      local b = 5 + (i - 1) * 8
-      local period, log = tonumber(ARGV[b + 3]), KEYS[2 * i]
-      if live ~= sum then
-        redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.0f', at - period))
-        sum = live
+-- write makes the writes in pend (limit, value, TTL in ms, expired lease
+-- records; for sliding_log, what recording needs). A single limit other
+-- than a sliding_log writes at once, below, and builds no closure for it.
+local write
+if nl > 1 or ARGV[6] == '5' then
+  write = function(pend)
+    for _, w in ipairs(pend) do
+      local i, v, px = w[1], w[2], w[3]
+      local key = KEYS[2 * i - 1]
+      if type(v) == 'string' then
+        redis.call('SET', key, v, 'PX', px)
+        if w[4] then redis.call('HDEL', key .. ':g', unpack(w[4])) end
+      else
+        -- Record a sliding_log request (algo.Log.record): the entries lie in
+        -- the auxiliary key, the state key holds the definition, sum and seq.
+        local live, sum, seq, stamp, n = v[1], v[2], v[3], v[4], v[5]
+        local b = 5 + (i - 1) * 8
+        local period, log = tonumber(ARGV[b + 3]), KEYS[2 * i]
+        if live ~= sum then
+          redis.call('ZREMRANGEBYSCORE', log, '-inf', string.format('%.0f', at - period))
+          sum = live
+        end
+        seq = seq + 1
+        sum = sum + n
+        redis.call('ZADD', log, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
+        redis.call('PEXPIRE', log, px)
+        redis.call('SET', key, ARGV[b + 8] .. struct.pack('<dd', sum, seq), 'PX', px)
       end
-      seq = seq + 1
-      sum = sum + n
-      redis.call('ZADD', log, string.format('%.0f', stamp), string.format('%.0f:%.0f', seq, n))
-      redis.call('PEXPIRE', log, ttl)
-      redis.call('SET', key, ARGV[b + 8] .. struct.pack('<dd', sum, seq), 'PX', ttl)
     end
   end
 end
@@ -246,10 +169,13 @@ end
 local out, all, pend = {now, wait}, true, nil
 for i = 1, nl do
   local b = 5 + (i - 1) * 8
-  local alg, count, period = tonumber(ARGV[b + 1]), tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+  local alg, count, period = tonumber(ARGV[b + 1]), nil, nil
+  -- Windows count per period; a bucket's rate is l/p, and it needs its
+  -- count and period only to carry a state.
+  if alg > 2 then count, period = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]) end
   local key, def = KEYS[2 * i - 1], ARGV[b + 8]
   local ok, remaining, retry, reset = false, 0, 0, 0
-  local expired = false -- a bucket's expired lease records, dropped if v is written
+  local expired -- a bucket's expired lease records, deleted if v is written
   local v -- the new state, when admitted and charged
   local n = n
   if costs then n = tonumber(ARGV[costs + i]) end
@@ -273,8 +199,8 @@ for i = 1, nl do
       carry = carry or (function()
 --[[carry.lua]]
       end)()
-      local x, y, z = carry(s, def, {alg, count, period, tonumber(ARGV[b + 4]), tonumber(ARGV[b + 5]),
-        tonumber(ARGV[b + 6])}, now, key, KEYS[2 * i], slack, op ~= 'peek')
+      local x, y, z = carry(s, def, {alg, tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3]), tonumber(ARGV[b + 4]),
+        tonumber(ARGV[b + 5]), tonumber(ARGV[b + 6])}, now, key, KEYS[2 * i], slack, op ~= 'peek')
       if alg ~= 5 then
         T, A, B = x, y, z
       elseif x == 'keep' then
@@ -298,9 +224,7 @@ for i = 1, nl do
     local room = cap - cost * p
     ok = d <= room
     if not ok then
-      local r
-      retry, r = divmod(d - room, l)
-      if r ~= 0 then retry = retry + 1 end
+      retry = divCeil(d - room, l)
     elseif n > 0 then
       d = d + n * p
     end
@@ -427,12 +351,12 @@ for i = 1, nl do
     end
   end
 
-  local ttl
-  if v then ttl = math.max(math.ceil((at - now + reset) / 1000), 1) + slack end
+  local px -- the TTL in ms, when v is written
+  if v then px = ttl(at - now + reset, slack) end
   if nl == 1 and alg ~= 5 then
     if v then
-      redis.call('SET', key, v, 'PX', ttl)
-      if expired then dropExpired(key, now) end
+      redis.call('SET', key, v, 'PX', px)
+      if expired then redis.call('HDEL', key .. ':g', unpack(expired)) end
     end
     return {now, wait, ok and 1 or 0, remaining, retry, reset}
   end
@@ -444,7 +368,7 @@ for i = 1, nl do
   out[j + 4] = reset
   if all and v then
     pend = pend or {}
-    pend[#pend + 1] = {i, v, ttl, expired}
+    pend[#pend + 1] = {i, v, px, expired}
   end
   if i == gend then
     -- The last limit of one of "each"'s requests.

@@ -2,12 +2,10 @@ package redisstore
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,10 +101,10 @@ import (
 // that includes it keeps the async bound, with every process counted in
 // it.
 
-//go:embed quota.lua
-var quotaSource string
-
-var quotaScript = rueidis.NewLuaScript(strings.ReplaceAll(quotaSource, "--[[carry.lua]]", carrySource))
+var (
+	quotaLua    = script("quota.lua", "")
+	quotaScript = rueidis.NewLuaScript(quotaLua)
+)
 
 // QuotaStats counts the work of quota leases and async counts in one
 // store since it was built.

@@ -36,34 +36,15 @@
 -- limit is back to full, and the time (µs) the lease ends: its expiry, or
 -- for a window the window's end if sooner.
 
-local floor = math.floor
+--[[clock.lua]]
+--[[arith.lua]]
+--[[bucket.lua]]
+
 local carry
 
-local function divmod(x, d)
-  local q = floor(x / d)
-  local r = x - q * d
-  if r < 0 then
-    q, r = q - 1, r + d
-  elseif r >= d then
-    q, r = q + 1, r - d
-  end
-  return q, r
-end
-
-local function ceildiv(x, d)
-  local q, r = divmod(x, d)
-  if r ~= 0 then q = q + 1 end
-  return q
-end
-
 local op = ARGV[1]
-local now, slack
-if ARGV[2] ~= '' then
-  now, slack = tonumber(ARGV[2]), 3600000
-else
-  local t = redis.call('TIME')
-  now, slack = t[1] * 1000000 + t[2], 0
-end
+-- now is the call's time in µs; slack pads its TTLs (see clock.lua).
+local now, slack = clock(ARGV[2])
 local alg, count, period, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local l, p, def = tonumber(ARGV[7]), tonumber(ARGV[8]), ARGV[9]
 local want, need, life, id = tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13]
@@ -88,8 +69,7 @@ local granted, remaining, retry, reset, ends = 0, 0, 0, 0, 0
 if alg == 3 then
   -- FixedWindow: a lease is a slice of the current window's count, and
   -- ends with the window.
-  local start = floor(now / period) * period
-  if start > now then start = start - period elseif start + period <= now then start = start + period end
+  local start = startFor(T, now, period)
   local c = 0
   if T == start then c = A end
   if retID ~= '' and tonumber(retID) == start then
@@ -111,7 +91,7 @@ if alg == 3 then
   remaining = math.max(count - c, 0)
   if c > 0 then
     reset = start + period - now
-    redis.call('SET', key, def .. struct.pack('<ddd', start, c, 0), 'PX', math.max(math.ceil(reset / 1000), 1) + slack)
+    redis.call('SET', key, def .. struct.pack('<ddd', start, c, 0), 'PX', ttl(reset, slack))
   else
     redis.call('DEL', key)
   end
@@ -120,16 +100,7 @@ end
 
 -- TokenBucket (alg 1) and GCRA (alg 2): the debt d in ticks (algo.Rule.debt).
 local cap = burst * p
-local d = 0
-if not (T == 0 and A == 0 and B == 0) then
-  if alg == 2 then
-    if T >= now then d = (T - now) * l + A end
-  elseif now >= T then
-    d = math.max(cap - (A * p + B) - (now - T) * l, 0)
-  else
-    d = cap - (A * p + B) + (T - now) * l
-  end
-end
+local d = debt(alg, T, A, B, now, cap, l, p)
 
 -- The lease records: the debt is at least every recorded lease's units
 -- (the expired included, whose units become plain debt as of now), then
@@ -171,7 +142,7 @@ if op == 'grant' then
       held = held + k
     end
   else
-    retry = ceildiv(d - (cap - need * p), l)
+    retry = divCeil(d - (cap - need * p), l)
   end
 elseif op == 'sync' then
   d = d + want * p
@@ -179,7 +150,7 @@ elseif op == 'reserve' then
   -- Reserve want units at the earliest time they fit, if within need µs
   -- (algo.Rule.Wait): charged now, which for a bucket's debt is the same.
   local room = cap - want * p
-  if d > room then retry = ceildiv(d - room, l) end
+  if d > room then retry = divCeil(d - room, l) end
   if retry <= need then
     granted = want
     d = d + want * p
@@ -191,40 +162,15 @@ elseif op == 'cancel' then
 end
 
 remaining = math.max(floor((cap - d) / p), 0)
-reset = ceildiv(d, l)
-if d == 0 then
-  redis.call('DEL', key)
-else
-  local at, v = now
-  if alg == 2 then
-    local q, frac = divmod(d, l)
-    v = def .. struct.pack('<ddd', now + q, frac, 0)
-  else
-    local dd = d
-    if cap < dd then
-      -- More debt than a bucket holds: anchor at the first whole µs at
-      -- which it fits (see algo.Rule.state).
-      local shift, r = divmod(dd - cap, l)
-      if r ~= 0 then shift = shift + 1 end
-      dd = math.max(dd - shift * l, 0)
-      at = now + shift
-    end
-    local used, rem = divmod(dd, p)
-    if rem == 0 then
-      v = def .. struct.pack('<ddd', at, burst - used, 0)
-    else
-      v = def .. struct.pack('<ddd', at, burst - used - 1, p - rem)
-    end
-  end
-  redis.call('SET', key, v, 'PX', math.max(math.ceil(reset / 1000), 1) + slack)
-end
+reset = divCeil(d, l)
+saveBucket(key, def, alg, d, now, burst, cap, l, p, slack)
 if held > 0 then
   local most = 0
   for _, v in ipairs(redis.call('HVALS', grants)) do
     local exp = tonumber(string.match(v, ':(%d+)$'))
     if exp > most then most = exp end
   end
-  redis.call('PEXPIRE', grants, math.max(math.ceil((most - now) / 1000), 1) + slack)
+  redis.call('PEXPIRE', grants, ttl(most - now, slack))
 else
   redis.call('DEL', grants)
 end

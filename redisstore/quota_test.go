@@ -735,6 +735,65 @@ func TestQuotaLeaseMixedWithExact(t *testing.T) {
 	})
 }
 
+// A lease that ended unreturned may have been spent in full: an exact
+// decision on the bucket (plain.lua) counts its units as spent as of now,
+// and the first one that writes the bucket's state takes them into the
+// debt and deletes the lease's record, so that the bucket then refills in
+// full. Each way plain.lua writes a bucket: one limit, several (a batch of
+// writes made once all admit) and a refund.
+func TestExactDecisionDropsEndedLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	bucket := sluice.Limit{Algorithm: sluice.GCRA, Count: 100, Period: time.Second}
+	window := sluice.Limit{Algorithm: sluice.FixedWindow, Count: 1000, Period: time.Hour}
+	for _, c := range []struct {
+		name   string
+		limits []sluice.Limit
+		decide func(s *redisstore.Store, p *sluice.Policy, now time.Time) error
+		want   int64 // remaining right after
+	}{
+		{"one_limit", []sluice.Limit{bucket}, func(s *redisstore.Store, p *sluice.Policy, _ time.Time) error {
+			_, err := s.Take(context.Background(), p, "k", 1)
+			return err
+		}, 94},
+		{"two_limits", []sluice.Limit{bucket, window}, func(s *redisstore.Store, p *sluice.Policy, _ time.Time) error {
+			_, err := s.Take(context.Background(), p, "k", 1)
+			return err
+		}, 94},
+		{"refund", []sluice.Limit{bucket}, func(s *redisstore.Store, p *sluice.Policy, now time.Time) error {
+			return s.Cancel(context.Background(), p, "k", 10, now.Add(time.Hour))
+		}, 95},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clk := clock.NewFake(epoch)
+			s := open(t, redisstore.Options{URL: "redis://" + srv.Addr, Prefix: "ended-" + c.name, Clock: clk, Timeout: slow, Coalesce: 1, DenyCache: -1})
+			p := policy(t, "p", c.limits...)
+			ctx := context.Background()
+			if c.name == "refund" {
+				// A reservation of 10 to refund.
+				if d, err := s.Reserve(ctx, p, "k", 10, 0); err != nil || !d.Allowed {
+					t.Fatalf("reserve: %+v, %v", d, err)
+				}
+			}
+			// A lease of 5 that ended a second ago, as quota.lua records it.
+			records := "ended-" + c.name + ":{1:p:k}:0:g"
+			srv.Do(t, "HSET", records, "lease", fmt.Sprintf("5:%d", clk.Now().Add(-time.Second).UnixMicro()))
+			if err := c.decide(s, p, clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+			if n := srv.Do(t, "HLEN", records); n != "0" {
+				t.Errorf("lease records after the decision: %s, want the ended one deleted", n)
+			}
+			if d, err := s.Peek(ctx, p, "k"); err != nil || d.Remaining != c.want {
+				t.Errorf("peek: got %+v, %v; want %d remaining (the lease's 5 spent)", d, err, c.want)
+			}
+			clk.Advance(time.Second)
+			if d, err := s.Peek(ctx, p, "k"); err != nil || d.Remaining != 100 {
+				t.Errorf("a second later: got %+v, %v; want 100 remaining, the lease's units refilled", d, err)
+			}
+		})
+	}
+}
+
 // TestQuotaLeaseColdKeysShareCalls hammers one key of a lease-mode window
 // on two stores whose LeaseRate no key reaches: every request is decided
 // in Redis, as in exact mode, exactly the limit is admitted, and

@@ -117,7 +117,7 @@ package redisstore
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -139,6 +139,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/algo"
 	"github.com/sluicehq/sluice/clock"
+	"github.com/sluicehq/sluice/internal/luascript"
 	"github.com/sluicehq/sluice/memstore"
 	"github.com/sluicehq/sluice/storekit"
 )
@@ -146,30 +147,54 @@ import (
 // The scripts, each loaded by SHA once per process: sluice.lua runs every
 // rule, with big-number arithmetic where a rule needs it; plain.lua makes the
 // same decisions for policies whose rules all stay below 2^52, about twice as
-// fast, because it creates no closures or tables on its path (Redis runs a
-// script's whole chunk on every call).
-// Both take carry.lua, which carries a state written under another
-// definition, where they say --[[carry.lua]].
+// fast, because it creates no tables on its path and only a few small
+// closures (Redis runs a script's whole chunk, every local function in it
+// included, on every call). penalty.lua wraps either for policies with a
+// penalty.
 var (
-	//go:embed sluice.lua
-	wideSource string
-	//go:embed plain.lua
-	plainSource string
-	//go:embed carry.lua
-	carrySource string
+	wideLua         = script("sluice.lua", "")
+	plainLua        = script("plain.lua", "")
+	penaltyWideLua  = script("penalty.lua", wideLua)
+	penaltyPlainLua = script("penalty.lua", plainLua)
 
-	wideLua  = strings.ReplaceAll(wideSource, "--[[carry.lua]]", carrySource)
-	plainLua = strings.ReplaceAll(plainSource, "--[[carry.lua]]", carrySource)
-
-	wideScript  = rueidis.NewLuaScript(wideLua)
-	plainScript = rueidis.NewLuaScript(plainLua)
-
-	// penalty.lua wraps either script for policies with a penalty.
-	//go:embed penalty.lua
-	penaltySource      string
-	penaltyPlainScript = rueidis.NewLuaScript(strings.ReplaceAll(penaltySource, "--[[decide]]", plainLua))
-	penaltyWideScript  = rueidis.NewLuaScript(strings.ReplaceAll(penaltySource, "--[[decide]]", wideLua))
+	wideScript         = rueidis.NewLuaScript(wideLua)
+	plainScript        = rueidis.NewLuaScript(plainLua)
+	penaltyPlainScript = rueidis.NewLuaScript(penaltyPlainLua)
+	penaltyWideScript  = rueidis.NewLuaScript(penaltyWideLua)
 )
+
+// luaSources are the scripts and the pieces they share, each routine
+// written once:
+//
+//   - clock.lua: the call's time (the caller's or the server's TIME) and
+//     the TTLs of keys;
+//   - arith.lua: exact arithmetic on plain numbers (divmod, divCeil,
+//     window starts, a bucket's debt);
+//   - bignum.lua: the same on big numbers, for rules past 2^52;
+//   - bucket.lua: storing a bucket's debt, for refunds and leases;
+//   - carry.lua: carrying a state written under another definition.
+//
+// Lua 5.1 allows a function 200 locals and a closure 60 upvalues, and each
+// local function is a closure built on every call: a script takes only
+// the pieces it needs, and may take one inside a branch, where it costs
+// the other paths nothing.
+//
+//go:embed *.lua
+var luaSources embed.FS
+
+// script returns the script in the file name, assembled by
+// luascript.Assemble: its pieces, and for a wrapper (penalty.lua,
+// leasetake.lua) decide, the script it wraps, put in at their markers. The
+// sources are embedded, so a marker it cannot resolve is a fault of this
+// package: it panics, when the package is initialized, which every test
+// catches.
+func script(name, decide string) string {
+	s, err := luascript.Assemble(luaSources, name, decide)
+	if err != nil {
+		panic("redisstore: " + err.Error())
+	}
+	return s
+}
 
 // Failure is what the store does when Redis cannot decide.
 type Failure uint8

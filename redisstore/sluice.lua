@@ -24,111 +24,14 @@
 
 -- Exact integer arithmetic. Lua's numbers are doubles, exact only below
 -- 2^53, and the algorithms multiply counts by periods. Two sets of the same
--- operations exist: plain numbers, for rules whose every intermediate value
--- stays below 2^52 (the store tells, per rule: nearly all real rules), and
--- "big" numbers, three digits {h, m, l} worth h*2^52 + m*2^26 + l with
--- 0 <= m, l < 2^26, for the rest. Every input to mul and divmod is a
--- non-negative integer below 2^52.
-local D = 67108864 -- 2^26
-local D2 = D * D
-
-local function bbig(x)
-  local h = math.floor(x / D2)
-  x = x - h * D2
-  local m = math.floor(x / D)
-  return {h, m, x - m * D}
-end
-
-local BZERO = {0, 0, 0}
-
-local function bmul(a, b)
-  local a1 = math.floor(a / D)
-  local a0 = a - a1 * D
-  local b1 = math.floor(b / D)
-  local b0 = b - b1 * D
-  local lo = a0 * b0
-  local mid = a1 * b0 + a0 * b1
-  local hi = a1 * b1
-  local lc = math.floor(lo / D)
-  local mc = math.floor(mid / D)
-  lo = lo - lc * D
-  mid = mid - mc * D + lc
-  local c = math.floor(mid / D)
-  return {hi + mc + c, mid - c * D, lo}
-end
-
-local function badd(x, y)
-  local l = x[3] + y[3]
-  local c = math.floor(l / D)
-  local m = x[2] + y[2] + c
-  local c2 = math.floor(m / D)
-  return {x[1] + y[1] + c2, m - c2 * D, l - c * D}
-end
-
-local function bcmp(x, y)
-  for i = 1, 3 do
-    if x[i] ~= y[i] then
-      if x[i] < y[i] then return -1 end
-      return 1
-    end
-  end
-  return 0
-end
-
--- sub returns x - y for x >= y.
-local function bsub(x, y)
-  local l = x[3] - y[3]
-  local m = x[2] - y[2]
-  local h = x[1] - y[1]
-  if l < 0 then l = l + D; m = m - 1 end
-  if m < 0 then m = m + D; h = h - 1 end
-  return {h, m, l}
-end
-
-local function bsubFloor(x, y)
-  if bcmp(x, y) < 0 then return BZERO end
-  return bsub(x, y)
-end
-
-local function bisZero(x) return x[1] == 0 and x[2] == 0 and x[3] == 0 end
-
--- divmod returns floor(x/d) and x mod d for 0 < d < 2^52 and a quotient
--- below 2^52: an estimate in floating point, corrected exactly.
-local function bdivmod(x, d)
-  local q = math.floor((x[1] * D2 + x[2] * D + x[3]) / d)
-  if q < 0 then q = 0 end
-  local p = bmul(q, d)
-  while bcmp(p, x) > 0 do
-    q = q - 1
-    p = bmul(q, d)
-  end
-  local r = bsub(x, p)
-  local bd = bbig(d)
-  while bcmp(r, bd) >= 0 do
-    q = q + 1
-    r = bsub(r, bd)
-  end
-  return q, r[1] * D2 + r[2] * D + r[3]
-end
-
-local function bdivCeil(x, d)
-  local q, r = bdivmod(x, d)
-  if r ~= 0 then q = q + 1 end
-  return q
-end
-
-
--- The plain set: exact while every value stays below 2^52.
-local function pdivmod(x, d)
-  local q = math.floor(x / d)
-  local r = x - q * d
-  if r < 0 then
-    q, r = q - 1, r + d
-  elseif r >= d then
-    q, r = q + 1, r - d
-  end
-  return q, r
-end
+-- operations exist: plain numbers (arith.lua), for rules whose every
+-- intermediate value stays below 2^52 (the store tells, per rule: nearly
+-- all real rules), and big numbers (bignum.lua) for the rest. The
+-- algorithms below are written once, on the set that use() chooses per
+-- rule.
+--[[clock.lua]]
+--[[arith.lua]]
+--[[bignum.lua]]
 
 local plain = {
   big = function(x) return x end,
@@ -139,23 +42,19 @@ local plain = {
   subFloor = function(x, y) if x < y then return 0 end return x - y end,
   cmp = function(x, y) if x < y then return -1 elseif x > y then return 1 end return 0 end,
   isZero = function(x) return x == 0 end,
-  divmod = pdivmod,
-  divCeil = function(x, d) local q, r = pdivmod(x, d) if r ~= 0 then q = q + 1 end return q end,
+  divmod = divmod,
+  divCeil = divCeil,
+  debt = debt,
 }
 local wide = {big = bbig, zero = BZERO, mul = bmul, add = badd, sub = bsub, subFloor = bsubFloor,
-  cmp = bcmp, isZero = bisZero, divmod = bdivmod, divCeil = bdivCeil}
+  cmp = bcmp, isZero = bisZero, divmod = bdivmod, divCeil = bdivCeil, debt = bdebt}
 
--- The current set, chosen per rule by use().
-local big, ZERO, mul, add, sub, subFloor, cmp, isZero, divmod, divCeil
+-- The current set, chosen per rule by use(). From here on divmod, divCeil
+-- and debt name the set's, not arith.lua's.
+local big, ZERO, mul, add, sub, subFloor, cmp, isZero, divmod, divCeil, debt
 local function use(set)
-  big, ZERO, mul, add, sub, subFloor, cmp, isZero, divmod, divCeil =
-    set.big, set.zero, set.mul, set.add, set.sub, set.subFloor, set.cmp, set.isZero, set.divmod, set.divCeil
-end
-
-local function floorDiv(a, b)
-  local q = math.floor(a / b)
-  if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
-  return q
+  big, ZERO, mul, add, sub, subFloor, cmp, isZero, divmod, divCeil, debt =
+    set.big, set.zero, set.mul, set.add, set.sub, set.subFloor, set.cmp, set.isZero, set.divmod, set.divCeil, set.debt
 end
 
 local function fmt(x) return string.format('%.0f', x) end
@@ -167,17 +66,9 @@ local TOKEN_BUCKET, GCRA, FIXED, SLIDING, LOG = 1, 2, 3, 4, 5
 
 local function fresh(st) return st[1] == 0 and st[2] == 0 and st[3] == 0 end
 
-local function debt(r, st, now)
-  if fresh(st) then return ZERO end
-  if r.alg == GCRA then
-    if st[1] < now then return ZERO end
-    return add(mul(st[1] - now, r.l), big(st[2]))
-  end
-  local deficit = sub(r.cap, add(mul(st[2], r.p), big(st[3])))
-  if now >= st[1] then
-    return subFloor(deficit, mul(now - st[1], r.l))
-  end
-  return add(deficit, mul(st[1] - now, r.l))
+-- owed returns the debt of a bucket in state st at now (algo.Rule.debt).
+local function owed(r, st, now)
+  return debt(r.alg, st[1], st[2], st[3], now, r.cap, r.l, r.p)
 end
 
 local function bucketState(r, d, now)
@@ -198,7 +89,7 @@ local function bucketState(r, d, now)
 end
 
 local function evalBucket(r, st, now, n)
-  local d = debt(r, st, now)
+  local d = owed(r, st, now)
   local cost = n
   if n == 0 then cost = 1 end
   local room = sub(r.cap, mul(cost, r.p))
@@ -217,20 +108,10 @@ local function evalBucket(r, st, now, n)
 end
 
 local function bucketWait(r, st, now, n)
-  local d = debt(r, st, now)
+  local d = owed(r, st, now)
   local room = sub(r.cap, mul(n, r.p))
   if cmp(d, room) <= 0 then return 0 end
   return divCeil(sub(d, room), r.l)
-end
-
-local function windowStart(r, now)
-  return floorDiv(now, r.period) * r.period
-end
-
-local function startFor(r, known, now)
-  if known <= now and now - known < r.period then return known end
-  if known <= now and now - known < 2 * r.period then return known + r.period end
-  return windowStart(r, now)
 end
 
 -- Calendar windows (algo.CompileCalendar): the store computes the
@@ -255,7 +136,7 @@ local function span(r, known, now)
     end
     return r.bounds[i], r.bounds[i + 1]
   end
-  local start = startFor(r, known, now)
+  local start = startFor(known, now, r.period)
   return start, start + r.period
 end
 
@@ -340,11 +221,9 @@ local function evalSliding(r, st, now, n)
   return s, next
 end
 
--- slack pads TTLs when the caller supplies the time: TTLs run on the server's
--- clock, which the caller's clock (a test's fake clock) need not keep pace
--- with.
-local slack = 0
-if ARGV[3] ~= '' then slack = 3600000 end
+-- now is the call's time in µs and slack pads its TTLs (see clock.lua),
+-- both read in Main, just before the limits are.
+local now, slack
 
 -- A state key holds the definition that wrote it, "alg:count:period:burst;"
 -- (the last of each limit's arguments), then the state. A state written
@@ -425,10 +304,6 @@ local function evalLog(r, lg, now, n)
   return s
 end
 
-local function ttl(us)
-  return math.max(math.ceil(us / 1000), 1) + slack
-end
-
 local function recordLog(r, lg, now, n, reset)
   if lg.live ~= lg.sum then
     redis.call('ZREMRANGEBYSCORE', r.aux, '-inf', fmt(now - r.period))
@@ -440,8 +315,8 @@ local function recordLog(r, lg, now, n, reset)
   lg.seq = lg.seq + 1
   lg.sum = lg.sum + n
   redis.call('ZADD', r.aux, fmt(at), fmt(lg.seq) .. ':' .. fmt(n))
-  redis.call('PEXPIRE', r.aux, ttl(reset))
-  redis.call('SET', r.key, r.def .. struct.pack('<dd', lg.sum, lg.seq), 'PX', ttl(reset))
+  redis.call('PEXPIRE', r.aux, ttl(reset, slack))
+  redis.call('SET', r.key, r.def .. struct.pack('<dd', lg.sum, lg.seq), 'PX', ttl(reset, slack))
 end
 
 -- A state is kept, after the definition, as three doubles,
@@ -466,10 +341,10 @@ end
 local function saveState(r, st, reset)
   if r.bounds then
     local stop = endOf(r, st[1], 0)
-    redis.call('SET', r.key, r.def .. struct.pack('<ddddd', st[1], st[2], st[3], stop, endOf(r, stop, 0)), 'PX', ttl(reset))
+    redis.call('SET', r.key, r.def .. struct.pack('<ddddd', st[1], st[2], st[3], stop, endOf(r, stop, 0)), 'PX', ttl(reset, slack))
     return
   end
-  redis.call('SET', r.key, r.def .. struct.pack('<ddd', st[1], st[2], st[3]), 'PX', ttl(reset))
+  redis.call('SET', r.key, r.def .. struct.pack('<ddd', st[1], st[2], st[3]), 'PX', ttl(reset, slack))
 end
 
 local function eval(r, now, n)
@@ -482,13 +357,7 @@ end
 -- Main.
 local op = ARGV[1]
 local n = tonumber(ARGV[2])
-local now
-if ARGV[3] ~= '' then
-  now = tonumber(ARGV[3])
-else
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-end
+now, slack = clock(ARGV[3])
 local arg = tonumber(ARGV[4])
 local nl = tonumber(ARGV[5])
 local rules = {}
@@ -539,7 +408,7 @@ end
 -- the µs until it is fresh, or nil if nothing counts.
 local function charged(r, st, v)
   if r.alg == TOKEN_BUCKET or r.alg == GCRA then
-    local d = add(debt(r, st, now), mul(v[1], r.p))
+    local d = add(owed(r, st, now), mul(v[1], r.p))
     if isZero(d) then return st, nil end
     return bucketState(r, d, now), divCeil(d, r.l)
   end
@@ -596,8 +465,8 @@ if op == 'charge' then
       if added then
         local last = redis.call('ZRANGE', r.aux, -1, -1, 'WITHSCORES')
         local reset = tonumber(last[2]) + r.period - now
-        redis.call('PEXPIRE', r.aux, ttl(reset))
-        redis.call('SET', r.key, r.def .. struct.pack('<dd', lg.sum, lg.seq), 'PX', ttl(reset))
+        redis.call('PEXPIRE', r.aux, ttl(reset, slack))
+        redis.call('SET', r.key, r.def .. struct.pack('<dd', lg.sum, lg.seq), 'PX', ttl(reset, slack))
       end
     else
       local st, reset = loadState(r, now), nil
@@ -618,7 +487,7 @@ if op == 'cancel' then
       use(r.set)
       local st = loadState(r, now)
       if not fresh(st) then
-        local d = subFloor(debt(r, st, now), mul(n, r.p))
+        local d = subFloor(owed(r, st, now), mul(n, r.p))
         if isZero(d) then
           redis.call('DEL', r.key)
         else
