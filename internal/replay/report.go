@@ -238,8 +238,8 @@ func keyString(st *stats, rule, key string) string {
 func suggest(st *stats, rs *ruleStats, clients map[string]*clientStats, share float64) *Suggestion {
 	peaks := make([]int64, 0, len(clients))
 	for _, c := range clients {
-		if c.peak != nil {
-			peaks = append(peaks, int64(c.peak.peak))
+		if p, ok := st.peakOf(c); ok {
+			peaks = append(peaks, int64(p))
 		}
 	}
 	slices.Sort(peaks)

@@ -1,9 +1,11 @@
 package replay
 
 import (
+	"hash/maphash"
 	"net/http"
 	"net/netip"
 	"time"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/clientip"
 	"github.com/sluicehq/sluice/httplimit"
@@ -20,7 +22,7 @@ type stats struct {
 
 	// keys holds every rule's keys: rules keyed alike (by ip, say) share
 	// one entry, found once per request.
-	keys map[string]*keyStats
+	keys keyTable
 
 	requests, limited, delayed, denied, unmatched int64
 	// limitedClients counts the limited requests of each client address
@@ -37,53 +39,17 @@ type ruleStats struct {
 	clients                                      int64
 	maxDelay                                     time.Duration
 	minutes                                      []Minute // in time order: the clock never goes back
-}
-
-// keyStats is one key's part in each rule that used it: the first few
-// rules in the entry itself, so that a lookup reads one object.
-type keyStats struct {
-	n     int
-	first [3]clientStats
-	more  []clientStats
-}
-
-// at returns the key's i-th rule part.
-func (k *keyStats) at(i int) *clientStats {
-	if i < len(k.first) {
-		return &k.first[i]
-	}
-	return &k.more[i-len(k.first)]
+	minute                                       int64    // the last minute's start (ns), when minutes has one
 }
 
 type clientStats struct {
 	rule              int32
+	peak              int32 // with suggestions: 1 + its index in keyTable.peaks; 0 for none
 	requests, limited int64
-	peak              *peakCounter // with suggestions
-}
-
-// of returns the key's part in rule rs, adding it if new.
-func (k *keyStats) of(rs *ruleStats, suggest bool) *clientStats {
-	for i := range k.n {
-		if c := k.at(i); c.rule == rs.idx {
-			return c
-		}
-	}
-	c := clientStats{rule: rs.idx}
-	if suggest && rs.period > 0 {
-		c.peak = newPeakCounter(rs.period)
-	}
-	rs.clients++
-	if k.n < len(k.first) {
-		k.first[k.n] = c
-	} else {
-		k.more = append(k.more, c)
-	}
-	k.n++
-	return k.at(k.n - 1)
 }
 
 func newStats(suggest bool) *stats {
-	return &stats{suggest: suggest, byName: map[string]*ruleStats{}, keys: map[string]*keyStats{}, limitedClients: map[netip.Addr]int64{}}
+	return &stats{suggest: suggest, byName: map[string]*ruleStats{}, keys: newKeyTable(), limitedClients: map[netip.Addr]int64{}}
 }
 
 // init lists the limiter's rules, in order.
@@ -105,7 +71,7 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 	minute := now / int64(time.Minute) * int64(time.Minute)
 	var (
 		prevKey string
-		prev    *keyStats
+		prev    *keySlot
 	)
 	next := 0 // events come in the rules' order, naming them by the same strings
 	for i := range e.Rules {
@@ -136,8 +102,9 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 		default: // skipped (a key part missing, or refused by another rule first), error, canceled
 			rs.skipped++
 		}
-		if n := len(rs.minutes); n == 0 || rs.minutes[n-1].Minute.UnixNano() != minute {
+		if len(rs.minutes) == 0 || rs.minute != minute {
 			rs.minutes = append(rs.minutes, Minute{Minute: time.Unix(0, minute).UTC()})
+			rs.minute = minute
 		}
 		m := &rs.minutes[len(rs.minutes)-1]
 		m.Matched++
@@ -149,34 +116,44 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 		}
 		ks := prev
 		if ks == nil || re.Key != prevKey {
-			if ks = s.keys[re.Key]; ks == nil {
-				ks = &keyStats{}
-				s.keys[re.Key] = ks
-			}
+			// The record found last stays valid: records move only
+			// when a key is added, and then ks is found again.
+			ks = s.keys.find(re.Key)
 			prev, prevKey = ks, re.Key
 		}
-		c := ks.of(rs, s.suggest)
+		c := s.keys.of(ks, rs, s.suggest)
 		c.requests++
 		if limited {
 			c.limited++
 		}
-		if c.peak != nil {
-			c.peak.add(now)
+		if c.peak != 0 {
+			s.keys.peaks[c.peak-1].add(now)
 		}
 	}
 }
 
-// clientsOf returns rule rs's part of every key that has one.
+// clientsOf returns rule rs's part of every key that has one. The parts
+// stay valid while no key is added.
 func (s *stats) clientsOf(rs *ruleStats) map[string]*clientStats {
 	out := make(map[string]*clientStats, rs.clients)
-	for k, ks := range s.keys {
-		for i := range ks.n {
-			if c := ks.at(i); c.rule == rs.idx {
-				out[k] = c
+	t := &s.keys
+	for i := range t.recs {
+		ks := &t.recs[i]
+		for j := range int(ks.n) {
+			if c := t.at(ks, j); c.rule == rs.idx {
+				out[t.key(ks)] = c
 			}
 		}
 	}
 	return out
+}
+
+// peakOf returns c's peak, with suggestions.
+func (s *stats) peakOf(c *clientStats) (uint32, bool) {
+	if c.peak == 0 {
+		return 0, false
+	}
+	return s.keys.peaks[c.peak-1].peak, true
 }
 
 // request adds the request's outcome; noOutcome when no rule matched it.
@@ -195,6 +172,159 @@ func (s *stats) request(o httplimit.Outcome, r *http.Request, ip *clientip.Resol
 	case httplimit.OutcomeDenied:
 		s.denied++
 	}
+}
+
+// keyTable holds each key's part in each rule that used it. With 100,000
+// clients the counts outgrow the processor's caches, and a map of pointers
+// to each key's counts took three or four cache misses per request (the
+// map's group, the key's bytes, the counts): here an index of 8-byte
+// entries, searched with linear probing, leads to the key's record of 128
+// bytes, two neighbouring cache lines that hold the key (up to inlineKey
+// bytes of it) and its first few parts. Counting a request reads one line
+// of the index and one record. Neither holds a pointer for the garbage
+// collector to scan.
+type keyTable struct {
+	index []keyIndex // at most 3/4 used
+	recs  []keySlot  // in the order the keys came
+	seed  maphash.Seed
+	long  []string        // keys longer than inlineKey, by keySlot.long
+	more  [][]clientStats // the parts beyond a record's own, by keySlot.more
+	peaks []peakCounter   // with suggestions, by clientStats.peak
+}
+
+// keyIndex is an entry of the index: the top 32 bits of a key's hash,
+// which also choose its home entry, and its record.
+type keyIndex struct {
+	tag uint32
+	rec uint32 // 1 + the key's index in recs; 0 marks an empty entry
+}
+
+// inlineKey is the longest key a record holds itself: every ip key (an
+// IPv4 address, or an IPv6 prefix and its tag) and many a composite one.
+const inlineKey = 45
+
+// keySlot is one key's record: 128 bytes, a multiple of the cache line.
+type keySlot struct {
+	// long is 1 + the key's index in keyTable.long for a key longer than
+	// inlineKey, 0 for a key kept in key; more is 1 + the index of the
+	// key's further parts in keyTable.more, 0 while it has none.
+	long, more int32
+	n          uint16 // parts in use
+	klen       uint8  // the key's length, when inline
+	key        [inlineKey]byte
+	first      [3]clientStats
+}
+
+// The record is 128 bytes: more would take a third cache line.
+var _ [0]struct{} = [unsafe.Sizeof(keySlot{}) - 128]struct{}{}
+
+func newKeyTable() keyTable {
+	return keyTable{seed: maphash.MakeSeed(), index: make([]keyIndex, 1<<10)}
+}
+
+// home returns the entry of the index at which the probe for a key of the
+// given tag starts: the tag scaled to the index's size.
+func (t *keyTable) home(tag uint32) int {
+	return int(uint64(tag) * uint64(len(t.index)) >> 32)
+}
+
+// find returns key's record, adding it with no parts if new.
+func (t *keyTable) find(key string) *keySlot {
+	if (len(t.recs)+1)*4 > len(t.index)*3 {
+		t.resize(len(t.index) + len(t.index)/2)
+	}
+	tag := uint32(maphash.String(t.seed, key) >> 32)
+	for i := t.home(tag); ; i++ {
+		if i == len(t.index) {
+			i = 0
+		}
+		e := t.index[i]
+		if e.rec == 0 {
+			t.recs = append(t.recs, keySlot{})
+			ks := &t.recs[len(t.recs)-1]
+			if len(key) <= inlineKey {
+				ks.klen = uint8(copy(ks.key[:], key))
+			} else {
+				t.long = append(t.long, key)
+				ks.long = int32(len(t.long))
+			}
+			t.index[i] = keyIndex{tag: tag, rec: uint32(len(t.recs))}
+			return ks
+		}
+		if e.tag == tag {
+			if ks := &t.recs[e.rec-1]; t.is(ks, key) {
+				return ks
+			}
+		}
+	}
+}
+
+// is reports whether ks holds key.
+func (t *keyTable) is(ks *keySlot, key string) bool {
+	if ks.long != 0 {
+		return t.long[ks.long-1] == key
+	}
+	return string(ks.key[:ks.klen]) == key
+}
+
+// key returns ks's key.
+func (t *keyTable) key(ks *keySlot) string {
+	if ks.long != 0 {
+		return t.long[ks.long-1]
+	}
+	return string(ks.key[:ks.klen])
+}
+
+// resize moves the index's entries into an index of n.
+func (t *keyTable) resize(n int) {
+	old := t.index
+	t.index = make([]keyIndex, n)
+	for _, e := range old {
+		if e.rec == 0 {
+			continue
+		}
+		j := t.home(e.tag)
+		for t.index[j].rec != 0 {
+			if j++; j == n {
+				j = 0
+			}
+		}
+		t.index[j] = e
+	}
+}
+
+// at returns the key's i-th rule part.
+func (t *keyTable) at(ks *keySlot, i int) *clientStats {
+	if i < len(ks.first) {
+		return &ks.first[i]
+	}
+	return &t.more[ks.more-1][i-len(ks.first)]
+}
+
+// of returns the key's part in rule rs, adding it if new.
+func (t *keyTable) of(ks *keySlot, rs *ruleStats, suggest bool) *clientStats {
+	for i := range int(ks.n) {
+		if c := t.at(ks, i); c.rule == rs.idx {
+			return c
+		}
+	}
+	c := clientStats{rule: rs.idx}
+	if suggest && rs.period > 0 {
+		t.peaks = append(t.peaks, *newPeakCounter(rs.period))
+		c.peak = int32(len(t.peaks))
+	}
+	rs.clients++
+	switch {
+	case int(ks.n) < len(ks.first):
+		ks.first[ks.n] = c
+	case ks.more == 0:
+		t.more = append(t.more, []clientStats{c})
+		ks.more = int32(len(t.more))
+	default:
+		t.more[ks.more-1] = append(t.more[ks.more-1], c)
+	}
+	ks.n++
+	return t.at(ks, int(ks.n)-1)
 }
 
 // peakCounter finds the most requests of one client in any window of one
