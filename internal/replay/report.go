@@ -202,15 +202,13 @@ func (r *run) ruleReport(st *stats, rs *ruleStats) RuleReport {
 	rr := RuleReport{Rule: rs.name, Action: rs.action, Matched: rs.matched, Admitted: rs.admitted, Limited: rs.limited,
 		Delayed: rs.delayed, Skipped: rs.skipped, MaxDelaySeconds: rs.maxDelay.Seconds(),
 		Clients: rs.clients, PerMinute: rs.minutes, Top: []TopClient{}}
-	clients := st.clientsOf(rs)
+	clients := st.limitedOf(rs)
 	if rr.PerMinute == nil {
 		rr.PerMinute = []Minute{}
 	}
-	var limited []string
-	for k, c := range clients {
-		if c.limited > 0 {
-			limited = append(limited, k)
-		}
+	limited := make([]string, 0, len(clients))
+	for k := range clients {
+		limited = append(limited, k)
 	}
 	rr.ClientsLimited = int64(len(limited))
 	slices.SortFunc(limited, func(a, b string) int {
@@ -220,8 +218,8 @@ func (r *run) ruleReport(st *stats, rs *ruleStats) RuleReport {
 		c := clients[k]
 		rr.Top = append(rr.Top, TopClient{Key: keyString(st, rs.name, k), Limited: c.limited, Requests: c.requests})
 	}
-	if r.opts.Suggest && rs.period > 0 && len(clients) > 0 {
-		rr.Suggest = suggest(st, rs, clients, r.opts.MaxClientsLimited)
+	if r.opts.Suggest && rs.period > 0 && rs.clients > 0 {
+		rr.Suggest = suggest(st, rs, st.clientsOf(rs), r.opts.MaxClientsLimited)
 	}
 	return rr
 }
@@ -285,10 +283,8 @@ func (r *run) compare() *Comparison {
 	keys := func(st *stats, rule string) map[string]int64 {
 		m := map[string]int64{}
 		if rs := st.byName[rule]; rs != nil {
-			for k, cs := range st.clientsOf(rs) {
-				if cs.limited > 0 {
-					m[k] = cs.limited
-				}
+			for k, cs := range st.limitedOf(rs) {
+				m[k] = cs.limited
 			}
 		}
 		return m

@@ -148,6 +148,22 @@ func (s *stats) clientsOf(rs *ruleStats) map[string]*clientStats {
 	return out
 }
 
+// limitedOf returns rule rs's part of every key it limited at least once.
+// The parts stay valid while no key is added.
+func (s *stats) limitedOf(rs *ruleStats) map[string]*clientStats {
+	out := make(map[string]*clientStats)
+	t := &s.keys
+	for i := range t.recs {
+		ks := &t.recs[i]
+		for j := range int(ks.n) {
+			if c := t.at(ks, j); c.rule == rs.idx && c.limited > 0 {
+				out[t.key(ks)] = c
+			}
+		}
+	}
+	return out
+}
+
 // peakOf returns c's peak, with suggestions.
 func (s *stats) peakOf(c *clientStats) (uint32, bool) {
 	if c.peak == 0 {
