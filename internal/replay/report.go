@@ -176,6 +176,10 @@ type RuleComparison struct {
 
 // finish turns the run's counts into its report.
 func (r *run) finish() {
+	r.cur.st.flush()
+	if r.old != nil {
+		r.old.st.flush()
+	}
 	rep := r.rep
 	if r.started {
 		rep.To = time.Unix(0, r.now).UTC()

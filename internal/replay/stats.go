@@ -21,8 +21,15 @@ type stats struct {
 	byName  map[string]*ruleStats
 
 	// keys holds every rule's keys: rules keyed alike (by ip, say) share
-	// one entry, found once per request.
+	// one record.
 	keys keyTable
+	// batch holds the rules' parts whose keys' counts are yet to be
+	// found (see flush); tags and recs are flush's scratch space, and
+	// sink what its reads ahead add up to.
+	batch []counted
+	tags  []uint32
+	recs  []int
+	sink  uint32
 
 	requests, limited, delayed, denied, unmatched int64
 	// limitedClients counts the limited requests of each client address
@@ -69,10 +76,6 @@ func (s *stats) init(lim *httplimit.Limiter) {
 // observe adds one request's event, decided at now (ns).
 func (s *stats) observe(e *httplimit.Event, now int64) {
 	minute := now / int64(time.Minute) * int64(time.Minute)
-	var (
-		prevKey string
-		prev    *keySlot
-	)
 	next := 0 // events come in the rules' order, naming them by the same strings
 	for i := range e.Rules {
 		re := &e.Rules[i]
@@ -111,30 +114,78 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 		if limited {
 			m.Limited++
 		}
-		if re.Key == "" {
-			continue
+		if re.Key != "" {
+			s.batch = append(s.batch, counted{key: re.Key, rs: rs, now: now, limited: limited})
 		}
-		ks := prev
-		if ks == nil || re.Key != prevKey {
-			// The record found last stays valid: records move only
-			// when a key is added, and then ks is found again.
-			ks = s.keys.find(re.Key)
-			prev, prevKey = ks, re.Key
+	}
+	if len(s.batch) >= countBatch {
+		s.flush()
+	}
+}
+
+// counted is one rule's part in a request, to be added to its key's
+// counts.
+type counted struct {
+	key     string
+	rs      *ruleStats
+	now     int64
+	limited bool
+}
+
+// countBatch is how many rules' parts are added to their keys' counts at
+// once.
+const countBatch = 64
+
+// flush adds the batch's parts to their keys' counts, in order. With
+// 100,000 keys the index and the records outgrow the processor's caches,
+// and finding one key is two cache misses, one after the other: the
+// index's entry, then the record. So the batch is done in three passes:
+// the first reads each key's home entry of the index, the second each
+// key's record as the index names it, and the third finds and counts. The
+// reads of a pass do not depend on one another, so the processor waits
+// for their misses together rather than one by one, and the third pass
+// finds everything in the cache. The counts are those of counting each
+// part as it came.
+func (s *stats) flush() {
+	t, b := &s.keys, s.batch
+	s.tags = s.tags[:0]
+	sink := s.sink
+	for i := range b {
+		tag := t.tag(b[i].key)
+		s.tags = append(s.tags, tag)
+		sink += t.index[t.home(tag)].rec
+	}
+	for i := range b {
+		if r := t.candidate(s.tags[i]); r >= 0 {
+			ks := &t.recs[r]
+			sink += uint32(ks.klen) + uint32(ks.first[2].rule)
 		}
-		c := s.keys.of(ks, rs, s.suggest)
+	}
+	s.recs = s.recs[:0]
+	for i := range b {
+		s.recs = append(s.recs, t.findTagged(b[i].key, s.tags[i]))
+	}
+	for i := range b {
+		p := &b[i]
+		// Records move when one is added: each is found by its number.
+		c := t.of(&t.recs[s.recs[i]], p.rs, s.suggest)
 		c.requests++
-		if limited {
+		if p.limited {
 			c.limited++
 		}
 		if c.peak != 0 {
-			s.keys.peaks[c.peak-1].add(now)
+			t.peaks[c.peak-1].add(p.now)
 		}
 	}
+	s.sink = sink
+	clear(b)
+	s.batch = b[:0]
 }
 
 // clientsOf returns rule rs's part of every key that has one. The parts
 // stay valid while no key is added.
 func (s *stats) clientsOf(rs *ruleStats) map[string]*clientStats {
+	s.flush()
 	out := make(map[string]*clientStats, rs.clients)
 	t := &s.keys
 	for i := range t.recs {
@@ -151,6 +202,7 @@ func (s *stats) clientsOf(rs *ruleStats) map[string]*clientStats {
 // limitedOf returns rule rs's part of every key it limited at least once.
 // The parts stay valid while no key is added.
 func (s *stats) limitedOf(rs *ruleStats) map[string]*clientStats {
+	s.flush()
 	out := make(map[string]*clientStats)
 	t := &s.keys
 	for i := range t.recs {
@@ -244,12 +296,33 @@ func (t *keyTable) home(tag uint32) int {
 	return int(uint64(tag) * uint64(len(t.index)) >> 32)
 }
 
-// find returns key's record, adding it with no parts if new.
-func (t *keyTable) find(key string) *keySlot {
+// tag returns key's tag: the top 32 bits of its hash.
+func (t *keyTable) tag(key string) uint32 {
+	return uint32(maphash.String(t.seed, key) >> 32)
+}
+
+// candidate returns the number of the first record whose entry has the
+// given tag, reading only the index, or -1.
+func (t *keyTable) candidate(tag uint32) int {
+	for i := t.home(tag); ; i++ {
+		if i == len(t.index) {
+			i = 0
+		}
+		switch e := t.index[i]; {
+		case e.rec == 0:
+			return -1
+		case e.tag == tag:
+			return int(e.rec - 1)
+		}
+	}
+}
+
+// findTagged returns the number of key's record, adding it with no parts
+// if new; tag is key's tag.
+func (t *keyTable) findTagged(key string, tag uint32) int {
 	if (len(t.recs)+1)*4 > len(t.index)*3 {
 		t.resize(len(t.index) + len(t.index)/2)
 	}
-	tag := uint32(maphash.String(t.seed, key) >> 32)
 	for i := t.home(tag); ; i++ {
 		if i == len(t.index) {
 			i = 0
@@ -265,12 +338,10 @@ func (t *keyTable) find(key string) *keySlot {
 				ks.long = int32(len(t.long))
 			}
 			t.index[i] = keyIndex{tag: tag, rec: uint32(len(t.recs))}
-			return ks
+			return len(t.recs) - 1
 		}
-		if e.tag == tag {
-			if ks := &t.recs[e.rec-1]; t.is(ks, key) {
-				return ks
-			}
+		if e.tag == tag && t.is(&t.recs[e.rec-1], key) {
+			return int(e.rec - 1)
 		}
 	}
 }
