@@ -204,7 +204,11 @@ func NewPolicy(name string, limits ...Limit) (*Policy, error) {
 		id := fmt.Sprintf("%s|%d", name, i)
 		p.c.Rules = append(p.c.Rules, r)
 		p.c.IDs = append(p.c.IDs, id)
-		p.c.Slots = append(p.c.Slots, compiled.SlotOf(id))
+		slot := compiled.SlotOf(id)
+		if r.Algorithm() == algo.SlidingLog {
+			compiled.MarkLog(slot)
+		}
+		p.c.Slots = append(p.c.Slots, slot)
 		p.c.Defs = append(p.c.Defs, compiled.DefOf(r))
 		p.bucket = p.bucket && l.Algorithm.IsBucket()
 		if i == 0 || r.Capacity() < p.capacity {

@@ -2,6 +2,7 @@ package httplimit
 
 import (
 	"net/url"
+	"path"
 	"strings"
 	"testing"
 )
@@ -64,4 +65,28 @@ func FuzzKeyInjective(f *testing.F) {
 			t.Fatalf("key of %d bytes from values of %d and %d bytes, want values beyond %d bytes digested", len(k1), len(a), len(b), MaxValueLen)
 		}
 	})
+}
+
+// TestIsClean holds isClean, which lets a path skip path.Clean, to
+// path.Clean over every string of up to nine of '/', '.' and 'a': a path it
+// finds clean is one path.Clean leaves as it is, and an absolute path
+// path.Clean leaves as it is, with no element starting with '.', it finds
+// clean.
+func TestIsClean(t *testing.T) {
+	var walk func(p string, n int)
+	walk = func(p string, n int) {
+		cleaned := strings.HasPrefix(p, "/") && path.Clean(p) == p
+		switch {
+		case isClean(p) && !cleaned:
+			t.Errorf("isClean(%q) = true; path.Clean gives %q", p, path.Clean(p))
+		case !isClean(p) && cleaned && !strings.Contains(p, "/."):
+			t.Errorf("isClean(%q) = false; path.Clean leaves it as it is", p)
+		}
+		if n > 0 {
+			for _, c := range "/.a" {
+				walk(p+string(c), n-1)
+			}
+		}
+	}
+	walk("", 9)
 }

@@ -951,11 +951,32 @@ func cleanPath(p string) string {
 	if p == "" {
 		return "/"
 	}
-	if p[0] == '/' && !strings.Contains(p, "//") && !strings.Contains(p, "/.") && (len(p) == 1 || p[len(p)-1] != '/') {
+	if isClean(p) {
 		return p
 	}
 	if p[0] != '/' {
 		p = "/" + p
 	}
 	return path.Clean(p)
+}
+
+// isClean reports whether p is a path that path.Clean leaves as it is, or
+// rather a sufficient condition for it, checked in one pass: it starts
+// with '/', has no "//" and no "/." (so no "." or ".." element), and ends
+// with '/' only if it is "/".
+func isClean(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	for i := 0; ; {
+		j := strings.IndexByte(p[i+1:], '/')
+		if j < 0 {
+			return i+1 < len(p) && p[i+1] != '.' || len(p) == 1
+		}
+		// p[i] is '/', and the next '/' is at i+1+j.
+		if j == 0 || p[i+1] == '.' {
+			return false
+		}
+		i += 1 + j
+	}
 }

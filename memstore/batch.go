@@ -35,7 +35,14 @@ func (s *Store) TakeAll(_ context.Context, reqs []sluice.Request, out []sluice.D
 	if len(reqs) > maxBatch {
 		h, shards = make([]hashed, 0, len(reqs)), make([]uint32, 0, len(reqs))
 	}
-	for _, r := range reqs {
+	for i, r := range reqs {
+		if i > 0 && r.Key == reqs[i-1].Key {
+			// The rules of a request are often keyed alike (by ip, say):
+			// the key is hashed once, and its shard is listed already.
+			prev := h[i-1]
+			h = append(h, hashed{prev.k0, prev.k1, prev.sh, storekit.Of(r.Policy)})
+			continue
+		}
 		k0, k1, sh := s.hash(r.Key)
 		h = append(h, hashed{k0, k1, sh, storekit.Of(r.Policy)})
 		idx := uint32(s.shardOf(k0))

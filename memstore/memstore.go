@@ -488,7 +488,7 @@ func (sh *shard) evaluate(s *Store, p storekit.Policy, k0, k1 uint64, c clocks, 
 			}
 		} else {
 			j, found := sh.tab.lookup(k)
-			stale := found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil
+			stale := found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && p.MayLog(i) && sh.logs[k] != nil
 			switch {
 			case stale && !write:
 				cur, _ := sh.carried(r, k, now)
@@ -541,7 +541,7 @@ func (sh *shard) charge(s *Store, p storekit.Policy, ch []charge, c clocks, at, 
 func (sh *shard) decideOne(s *Store, p storekit.Policy, k id, c clocks, at, n int64, commit, write bool) algo.Status {
 	r, def := p.Rule(0), p.Def(0)
 	j, found := sh.tab.lookup(k)
-	if found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && sh.logs[k] != nil {
+	if found && sh.tab.slots[j].def != def || !found && len(sh.logs) > 0 && p.MayLog(0) && sh.logs[k] != nil {
 		if !write {
 			cur, _ := sh.carried(r, k, c.ns)
 			_, st := r.Eval(cur, at, n)

@@ -59,6 +59,12 @@ func (p Policy) ID(i int) string { return p.c.IDs[i] }
 // definitions. In-process stores key state by it.
 func (p Policy) Slot(i int) uint32 { return p.c.Slots[i] }
 
+// MayLog reports whether limit i's identity (Slot) may have sliding_log
+// state: whether some policy of the process has had a sliding_log limit
+// under it. When it has not, an in-process store holds no sliding-log
+// state for it and need not look for any to carry.
+func (p Policy) MayLog(i int) bool { return compiled.MayLog(p.c.Slots[i]) }
+
 // Def returns a process-wide number for the definition of limit i (its
 // algorithm, Count, Period, Burst and calendar, as compiled): equal
 // definitions get equal numbers, whatever the policies' names. It is never

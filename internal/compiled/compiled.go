@@ -113,3 +113,45 @@ func DefRule(def uint32) *algo.Rule {
 	}
 	return (*rules)[def]
 }
+
+// logSlots marks the limit identities (by SlotOf number) to which some
+// policy of the process has given a sliding_log limit. Only the state of
+// those can be a sliding log, so that an in-process store need not look
+// among its logs for the state of any other. It only grows, and readers
+// load it without the lock.
+var logSlots struct {
+	sync.Mutex
+	bits atomic.Pointer[[]uint64]
+}
+
+// MarkLog records that identity slot has a sliding_log limit. Package
+// sluice calls it before a policy with that limit is used. It is safe for
+// concurrent use.
+func MarkLog(slot uint32) {
+	if MayLog(slot) {
+		return
+	}
+	logSlots.Lock()
+	defer logSlots.Unlock()
+	var bits []uint64
+	if old := logSlots.bits.Load(); old != nil {
+		bits = *old
+	}
+	w := int(slot / 64)
+	next := make([]uint64, max(len(bits), w+1))
+	copy(next, bits)
+	next[w] |= 1 << (slot % 64)
+	logSlots.bits.Store(&next)
+}
+
+// MayLog reports whether some policy of the process has given identity
+// slot a sliding_log limit (MarkLog). It is safe for concurrent use and
+// does not lock.
+func MayLog(slot uint32) bool {
+	bits := logSlots.bits.Load()
+	if bits == nil {
+		return false
+	}
+	w := int(slot / 64)
+	return w < len(*bits) && (*bits)[w]&(1<<(slot%64)) != 0
+}

@@ -1,5 +1,7 @@
 package replay
 
+import "bytes"
+
 // The combined format of nginx and Apache:
 //
 //	203.0.113.7 - - [10/Oct/2023:13:55:36 +0000] "GET /a?b=1 HTTP/1.1" 200 512 "https://ex.com/" "curl/8.5.0"
@@ -9,11 +11,18 @@ package replay
 // hold nginx's \xHH escapes and Apache's \" and \\; they are unescaped.
 // Fields after these are ignored. Times have a resolution of one second.
 
-// combinedParser parses the combined format. Its last timestamp is kept,
-// so that the many lines of one second are converted once.
+// combinedParser parses the combined format. The last timestamp each of
+// timeOf and parse met is kept, so that the many lines of one second are
+// converted once: kept apart, since timeOf reads the log ahead of the lines
+// parse is given, by up to the replay's tolerance.
 type combinedParser struct {
-	lastTime  [26]byte
-	lastNanos int64
+	ahead, cur lastTime
+}
+
+// lastTime is a timestamp as logged and its time.
+type lastTime struct {
+	text  [26]byte
+	nanos int64
 }
 
 // parse parses line into req without allocating (but for lines with
@@ -25,7 +34,7 @@ func (p *combinedParser) parse(line []byte, req *Request) error {
 		return errSyntax
 	}
 	req.Client = line[:sp]
-	t, i, err := p.time(line, sp)
+	t, i, err := p.time(&p.cur, line, sp)
 	if err != nil {
 		return err
 	}
@@ -83,13 +92,14 @@ func (p *combinedParser) timeOf(line []byte) (int64, error) {
 	if sp <= 0 {
 		return 0, errSyntax
 	}
-	t, _, err := p.time(line, sp)
+	t, _, err := p.time(&p.ahead, line, sp)
 	return t, err
 }
 
 // time finds and parses the time in brackets after the client's address,
 // which ends at sp, and returns it and the index just past the bracket.
-func (p *combinedParser) time(line []byte, sp int) (int64, int, error) {
+// last is the timestamp it met last, which it updates.
+func (p *combinedParser) time(last *lastTime, line []byte, sp int) (int64, int, error) {
 	// The ident and user fields, then the time in brackets. A user may
 	// hold spaces (Apache does not escape them): look for " [".
 	i := sp
@@ -101,15 +111,15 @@ func (p *combinedParser) time(line []byte, sp int) (int64, int, error) {
 		return 0, 0, errSyntax
 	}
 	ts := line[i : i+26]
-	if string(ts) == string(p.lastTime[:]) && p.lastNanos != 0 {
-		return p.lastNanos, i + 27, nil
+	if string(ts) == string(last.text[:]) && last.nanos != 0 {
+		return last.nanos, i + 27, nil
 	}
 	t, ok := parseLocalTime(ts)
 	if !ok {
 		return 0, 0, errTime
 	}
-	copy(p.lastTime[:], ts)
-	p.lastNanos = t
+	copy(last.text[:], ts)
+	last.nanos = t
 	return t, i + 27, nil
 }
 
@@ -117,15 +127,15 @@ func (p *combinedParser) time(line []byte, sp int) (int64, int, error) {
 // unescaped, and the index just past its closing quote.
 func quoted(line []byte, i int, req *Request) (v []byte, next int, ok bool) {
 	start := i + 1
-	for j := start; j < len(line); j++ {
-		switch line[j] {
-		case '"':
-			return line[start:j], j + 1, true
-		case '\\':
-			return unescape(line, start, req)
-		}
+	rest := line[start:]
+	j := bytes.IndexByte(rest, '"')
+	switch {
+	case j < 0:
+		return nil, 0, false // not closed, escaped or not
+	case bytes.IndexByte(rest[:j], '\\') >= 0:
+		return unescape(line, start, req)
 	}
-	return nil, 0, false
+	return rest[:j], start + j + 1, true
 }
 
 // unescape is quoted for a field with escapes: it writes the value to

@@ -176,6 +176,10 @@ type RuleComparison struct {
 
 // finish turns the run's counts into its report.
 func (r *run) finish() {
+	r.cur.st.flush()
+	if r.old != nil {
+		r.old.st.flush()
+	}
 	rep := r.rep
 	if r.started {
 		rep.To = time.Unix(0, r.now).UTC()
@@ -202,15 +206,13 @@ func (r *run) ruleReport(st *stats, rs *ruleStats) RuleReport {
 	rr := RuleReport{Rule: rs.name, Action: rs.action, Matched: rs.matched, Admitted: rs.admitted, Limited: rs.limited,
 		Delayed: rs.delayed, Skipped: rs.skipped, MaxDelaySeconds: rs.maxDelay.Seconds(),
 		Clients: rs.clients, PerMinute: rs.minutes, Top: []TopClient{}}
-	clients := st.clientsOf(rs)
+	clients := st.limitedOf(rs)
 	if rr.PerMinute == nil {
 		rr.PerMinute = []Minute{}
 	}
-	var limited []string
-	for k, c := range clients {
-		if c.limited > 0 {
-			limited = append(limited, k)
-		}
+	limited := make([]string, 0, len(clients))
+	for k := range clients {
+		limited = append(limited, k)
 	}
 	rr.ClientsLimited = int64(len(limited))
 	slices.SortFunc(limited, func(a, b string) int {
@@ -220,8 +222,8 @@ func (r *run) ruleReport(st *stats, rs *ruleStats) RuleReport {
 		c := clients[k]
 		rr.Top = append(rr.Top, TopClient{Key: keyString(st, rs.name, k), Limited: c.limited, Requests: c.requests})
 	}
-	if r.opts.Suggest && rs.period > 0 && len(clients) > 0 {
-		rr.Suggest = suggest(st, rs, clients, r.opts.MaxClientsLimited)
+	if r.opts.Suggest && rs.period > 0 && rs.clients > 0 {
+		rr.Suggest = suggest(st, rs, st.clientsOf(rs), r.opts.MaxClientsLimited)
 	}
 	return rr
 }
@@ -238,8 +240,8 @@ func keyString(st *stats, rule, key string) string {
 func suggest(st *stats, rs *ruleStats, clients map[string]*clientStats, share float64) *Suggestion {
 	peaks := make([]int64, 0, len(clients))
 	for _, c := range clients {
-		if c.peak != nil {
-			peaks = append(peaks, int64(c.peak.peak))
+		if p, ok := st.peakOf(c); ok {
+			peaks = append(peaks, int64(p))
 		}
 	}
 	slices.Sort(peaks)
@@ -285,10 +287,8 @@ func (r *run) compare() *Comparison {
 	keys := func(st *stats, rule string) map[string]int64 {
 		m := map[string]int64{}
 		if rs := st.byName[rule]; rs != nil {
-			for k, cs := range st.clientsOf(rs) {
-				if cs.limited > 0 {
-					m[k] = cs.limited
-				}
+			for k, cs := range st.limitedOf(rs) {
+				m[k] = cs.limited
 			}
 		}
 		return m

@@ -22,7 +22,9 @@ import (
 //
 //	SLUICE_REPLAY_SPEED=5 go test -run TestReplaySpeed -v -timeout 60m ./internal/replay/
 //
-// It asserts nothing about the speed: speed goals are not timed tests.
+// With SLUICE_REPLAY_FLOOR set too, it then measures what bounds the speed
+// on the same log (see floor). It asserts nothing about the speed: speed
+// goals are not timed tests.
 func TestReplaySpeed(t *testing.T) {
 	runs, _ := strconv.Atoi(os.Getenv("SLUICE_REPLAY_SPEED"))
 	if runs <= 0 {
@@ -64,6 +66,62 @@ func TestReplaySpeed(t *testing.T) {
 		t.Logf("run %d: %.0f lines/s, %.0f lines/cpu-s (wall %v, cpu %v), max RSS %d MiB, load %s -> %s, limited %d",
 			i+1, float64(lines)/wall.Seconds(), float64(lines)/cpu.Seconds(), wall.Round(time.Millisecond), cpu.Round(time.Millisecond),
 			maxRSS()>>20, load0, loadAvg(), rep.Limited)
+	}
+	if os.Getenv("SLUICE_REPLAY_FLOOR") != "" {
+		floor(t, path, lines)
+	}
+}
+
+// floor measures, on the same log, what a replay does before deciding:
+// splitting the file into lines; that and parsing each; and that with the
+// lines held in time order within the tolerance, as a replay holds them.
+// Their speeds bound the replay's.
+func floor(t *testing.T, path string, lines int) {
+	for _, stage := range []string{"split", "split+parse", "split+hold+parse"} {
+		lr, err := openLog(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p combinedParser
+		var req Request
+		r := &run{}
+		src := &source{lr: lr, p: &p, tol: int64(5 * time.Second)}
+		load0 := loadAvg()
+		start, cpu0 := time.Now(), cpuTime()
+		n := 0
+		switch stage {
+		case "split":
+			for {
+				if _, _, err := lr.next(); err != nil {
+					break
+				}
+				n++
+			}
+		case "split+parse":
+			for {
+				line, _, err := lr.next()
+				if err != nil {
+					break
+				}
+				if p.parse(line, &req) == nil {
+					n++
+				}
+			}
+		default:
+			for e := src.next(r); e != nil; e = src.next(r) {
+				if p.parse(e.buf, &req) == nil {
+					n++
+				}
+				r.freeEntry(e)
+			}
+		}
+		wall, cpu := time.Since(start), cpuTime()-cpu0
+		lr.close()
+		if n != lines {
+			t.Fatalf("%s: %d lines of %d", stage, n, lines)
+		}
+		t.Logf("floor, %s: %.0f lines/s, %.0f lines/cpu-s (wall %v, cpu %v), load %s -> %s",
+			stage, float64(n)/wall.Seconds(), float64(n)/cpu.Seconds(), wall.Round(time.Millisecond), cpu.Round(time.Millisecond), load0, loadAvg())
 	}
 }
 
