@@ -266,7 +266,7 @@ func TestTwoGatewaysShareOverridesThroughRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	opts := func() server.Options {
 		o := adminOptions()
-		o.Backend, o.Redis, o.OverridesPoll = "redis", redisstore.Options{URL: srv.URL()}, 20*time.Millisecond
+		o.Backend, o.Redis, o.OverridesPoll = "redis", redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, 20*time.Millisecond
 		return o
 	}
 	a, _ := startGW(t, opts())

@@ -244,7 +244,7 @@ func TestDescriptorOverridesShareRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	opts := func() server.Options {
 		o := serviceOptions(t)
-		o.Backend, o.Redis, o.OverridesPoll = "redis", redisstore.Options{URL: srv.URL()}, 20*time.Millisecond
+		o.Backend, o.Redis, o.OverridesPoll = "redis", redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second}, 20*time.Millisecond
 		return o
 	}
 	a, _ := startGW(t, opts())

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/redisstore"
@@ -169,7 +170,7 @@ func TestTopHashedKeys(t *testing.T) {
 		t.Run(fmt.Sprintf("show_keys=%v", show), func(t *testing.T) {
 			o := adminOptions()
 			o.Backend = "redis"
-			o.Redis = redisstore.Options{URL: srv.URL(), HashKeys: true, HashSecret: []byte("s3cret"), Prefix: fmt.Sprintf("show%v", show)}
+			o.Redis = redisstore.Options{URL: srv.URL(), Timeout: 5 * time.Second, HashKeys: true, HashSecret: []byte("s3cret"), Prefix: fmt.Sprintf("show%v", show)}
 			o.AdminShowKeys = show
 			r, g := startGW(t, o)
 			hammer(t, r.url, "k-loud", 5)
