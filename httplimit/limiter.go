@@ -262,6 +262,12 @@ type tierPolicy struct {
 // check whatever tokens arrive.
 const MaxAnchors = 4096
 
+// policyItem is p's RateLimit-Policy item under the rule's name, rendered
+// once for every request the policy decides.
+func policyItem(rule string, p *sluice.Policy) string {
+	return string(engine.AppendPolicyItem(nil, rule, p.Limit(0)))
+}
+
 // anchorCache is a calendar limit's policies by billing anchor, built on
 // first use. It is safe for concurrent use.
 type anchorCache struct {
@@ -502,7 +508,7 @@ func newTierPolicy(store sluice.Store, name, policy string, lim sluice.Limit, pe
 	if err != nil {
 		return nil, err
 	}
-	tp := &tierPolicy{policy: p, lim: sl, item: string(engine.AppendPolicyItem(nil, name, p.Limit(0)))}
+	tp := &tierPolicy{policy: p, lim: sl, item: policyItem(name, p)}
 	if lim.Calendar != nil {
 		tp.anchors = &anchorCache{store: store}
 	}

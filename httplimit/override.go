@@ -8,7 +8,6 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/calendar"
-	"github.com/sluicehq/sluice/internal/engine"
 )
 
 // Override is one client's exception to the tiers. A client is a value of
@@ -91,7 +90,7 @@ func NewClientOverride(store sluice.Store, client string, o Override) (*ClientOv
 		if err != nil {
 			return nil, err
 		}
-		co.rules[rule] = &tierPolicy{policy: p, lim: sl, item: string(engine.AppendPolicyItem(nil, rule, p.Limit(0)))}
+		co.rules[rule] = &tierPolicy{policy: p, lim: sl, item: policyItem(rule, p)}
 		co.o.Limits[rule] = lim
 	}
 	return co, nil
