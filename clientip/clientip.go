@@ -272,11 +272,45 @@ func parseHostPort(s string) (netip.Addr, bool) {
 		}
 		host = s[:i]
 	}
+	if a, ok := parseIPv4(host); ok {
+		return a, true
+	}
 	a, err := netip.ParseAddr(host)
 	if err != nil {
 		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
+}
+
+// parseIPv4 parses a dotted-decimal IPv4 address as netip.ParseAddr does
+// (four fields of 0 to 255, no leading zeros), in a fraction of its time:
+// every request's address is parsed. It reports false for anything else,
+// which netip.ParseAddr then decides.
+func parseIPv4(s string) (netip.Addr, bool) {
+	var ip [4]byte
+	field, val, digits := 0, 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case '0' <= c && c <= '9':
+			if digits == 1 && val == 0 {
+				return netip.Addr{}, false // a leading zero
+			}
+			if val = val*10 + int(c-'0'); val > 255 {
+				return netip.Addr{}, false
+			}
+			digits++
+		case c == '.' && digits > 0 && field < 3:
+			ip[field] = byte(val)
+			field, val, digits = field+1, 0, 0
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	if field != 3 || digits == 0 {
+		return netip.Addr{}, false
+	}
+	ip[3] = byte(val)
+	return netip.AddrFrom4(ip), true
 }
 
 func isPort(s string) bool {

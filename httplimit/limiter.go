@@ -666,10 +666,18 @@ func (l *Limiter) serve(w http.ResponseWriter, r *http.Request, next http.Handle
 	if _, ok := r.Header[l.overLimit]; ok {
 		r.Header.Del(l.overLimit)
 	}
-	c := l.pool.Get().(*call)
-	defer func() { c.reset(); l.pool.Put(c) }()
 	// The request's state lives in the pooled call: on the stack it would
-	// escape (the key sources are called through function values).
+	// escape (the key sources are called through function values). A call
+	// whose handler panics is not put back: the pool makes another.
+	c := l.pool.Get().(*call)
+	l.serveCall(w, r, next, c)
+	c.reset()
+	l.pool.Put(c)
+}
+
+// serveCall is serve with the request's call. It has one defer, so that
+// the compiler inlines it rather than recording it at run time.
+func (l *Limiter) serveCall(w http.ResponseWriter, r *http.Request, next http.Handler, c *call) {
 	c.q = l.newRequest(r)
 	q := &c.q
 

@@ -34,18 +34,22 @@ func TestReplaySpeed(t *testing.T) {
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_REPLAY_LINES")); err == nil && n > 0 {
 		lines = n
 	}
+	clients := 100_000
+	if n, err := strconv.Atoi(os.Getenv("SLUICE_REPLAY_CLIENTS")); err == nil && n > 0 {
+		clients = n
+	}
 	path := filepath.Join(t.TempDir(), "access.log")
 	f, err := os.Create(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// 100,000 clients, 2,000 requests a second: 83 minutes of a busy API.
-	if err := genLog(f, lines, 100_000, 2000, benchStart); err != nil {
+	if err := genLog(f, lines, clients, 2000, benchStart); err != nil {
 		t.Fatal(err)
 	}
 	st, _ := f.Stat()
 	f.Close()
-	t.Logf("log: %d lines, %d bytes", lines, st.Size())
+	t.Logf("log: %d lines, %d clients, %d bytes", lines, clients, st.Size())
 	cfg := loadTestConfig(t, "testdata/typical.yaml")
 	// Read the file once so that every run reads it from the page cache.
 	if f, err := os.Open(path); err == nil {
