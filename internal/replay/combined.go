@@ -103,10 +103,16 @@ func (p *combinedParser) time(last *lastTime, line []byte, sp int) (int64, int, 
 	// The ident and user fields, then the time in brackets. A user may
 	// hold spaces (Apache does not escape them): look for " [".
 	i := sp
-	for i+1 < len(line) && !(line[i] == ' ' && line[i+1] == '[') {
-		i++
+	for {
+		j := bytes.IndexByte(line[i+1:], '[')
+		if j < 0 {
+			return 0, 0, errSyntax
+		}
+		if i += j + 1; line[i-1] == ' ' {
+			break
+		}
 	}
-	i += 2
+	i++
 	if i+27 > len(line) || line[i+26] != ']' {
 		return 0, 0, errSyntax
 	}

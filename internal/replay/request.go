@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 )
@@ -197,14 +198,7 @@ func hasPrefixFold(b []byte, p string) bool {
 	return true
 }
 
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
-}
+func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
 
 func lastIndexByte(b []byte, c byte) int {
 	for i := len(b) - 1; i >= 0; i-- {
