@@ -77,6 +77,7 @@ func (s *stats) init(lim *httplimit.Limiter) {
 func (s *stats) observe(e *httplimit.Event, now int64) {
 	minute := now / int64(time.Minute) * int64(time.Minute)
 	next := 0 // events come in the rules' order, naming them by the same strings
+	first := len(s.batch)
 	for i := range e.Rules {
 		re := &e.Rules[i]
 		k := next
@@ -115,7 +116,10 @@ func (s *stats) observe(e *httplimit.Event, now int64) {
 			m.Limited++
 		}
 		if re.Key != "" {
-			s.batch = append(s.batch, counted{key: re.Key, rs: rs, now: now, limited: limited})
+			// Rules keyed alike (by ip, say) share the key's record: it
+			// is found once per request.
+			same := len(s.batch) > first && s.batch[len(s.batch)-1].key == re.Key
+			s.batch = append(s.batch, counted{key: re.Key, rs: rs, now: now, limited: limited, same: same})
 		}
 	}
 	if len(s.batch) >= countBatch {
@@ -130,6 +134,7 @@ type counted struct {
 	rs      *ruleStats
 	now     int64
 	limited bool
+	same    bool // the key of the part before, of the same request
 }
 
 // countBatch is how many rules' parts are added to their keys' counts at
@@ -151,11 +156,18 @@ func (s *stats) flush() {
 	s.tags = s.tags[:0]
 	sink := s.sink
 	for i := range b {
+		if b[i].same {
+			s.tags = append(s.tags, s.tags[i-1])
+			continue
+		}
 		tag := t.tag(b[i].key)
 		s.tags = append(s.tags, tag)
 		sink += t.index[t.home(tag)].rec
 	}
 	for i := range b {
+		if b[i].same {
+			continue
+		}
 		if r := t.candidate(s.tags[i]); r >= 0 {
 			ks := &t.recs[r]
 			sink += uint32(ks.klen) + uint32(ks.first[2].rule)
@@ -163,6 +175,10 @@ func (s *stats) flush() {
 	}
 	s.recs = s.recs[:0]
 	for i := range b {
+		if b[i].same {
+			s.recs = append(s.recs, s.recs[i-1])
+			continue
+		}
 		s.recs = append(s.recs, t.findTagged(b[i].key, s.tags[i]))
 	}
 	for i := range b {
