@@ -13,7 +13,8 @@ import (
 )
 
 // TestReplaySpeed measures the speed goal: a generated combined-format log
-// of 10 million lines (SLUICE_REPLAY_LINES to change it) replayed with
+// of 10 million lines from 100,000 clients (SLUICE_REPLAY_LINES and
+// SLUICE_REPLAY_CLIENTS to change them) replayed with
 // testdata/typical.yaml from a file, reporting lines per second of the
 // wall clock and per CPU-second (the speed of one core, whatever else the
 // machine runs), the most memory the process held, and the machine's load
