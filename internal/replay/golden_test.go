@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -70,8 +71,7 @@ type goldenRun struct {
 // testdata/generated.golden.json. A change meant to make replay faster
 // must leave both as they are; `go test ./internal/replay/ -run
 // TestGeneratedLogReport -args -update` records them again after a change
-// that means to alter them. The stores have one shard, so that the reports
-// do not depend on the shards' random seed (see decider.shards).
+// that means to alter them.
 func TestGeneratedLogReport(t *testing.T) {
 	log := generatedLog(t)
 	typical := loadTestConfig(t, "testdata/typical.yaml")
@@ -87,7 +87,6 @@ func TestGeneratedLogReport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.shards = 1 // see decider.shards
 		h := sha256.New()
 		var rec [8 + 1 + 8]byte
 		r.decided = func(e *entry, o httplimit.Outcome, d time.Duration) {
@@ -148,4 +147,55 @@ func firstDiff(got, want string) string {
 	}
 	from := max(0, i-200)
 	return "got:  ..." + got[from:min(len(got), i+200)] + "\nwant: ..." + want[from:min(len(want), i+200)]
+}
+
+// TestReportIsReproducible replays the same log several times through Run,
+// as the command does, and wants the same report each time: which rules a
+// refused request counts as limited must not depend on how the store
+// happens to lay out its keys. The log's 2,000 clients are each refused
+// often by two rules, so that the store's memory of recent denials is
+// shared by many keys.
+func TestReportIsReproducible(t *testing.T) {
+	var log bytes.Buffer
+	if err := genLog(&log, 40000, 2000, 2000, benchStart); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "strict.yaml")
+	if err := os.WriteFile(path, []byte(`upstream: builtin:echo
+rules:
+  - name: api
+    match: { path: /api/* }
+    key: [ip]
+    algorithm: fixed_window
+    limit: 1
+    period: 10s
+  - name: per-ip
+    match: { path: /* }
+    key: [ip]
+    algorithm: sliding_window
+    limit: 3
+    period: 1m
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := loadTestConfig(t, path)
+	var first []byte
+	for i := range 4 {
+		rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{"-"}, Stdin: bytes.NewReader(log.Bytes())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Limited < 10000 {
+			t.Fatalf("the log limited %d requests: too few for the test to prove anything", rep.Limited)
+		}
+		b, err := json.Marshal(rep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = b
+		} else if !bytes.Equal(b, first) {
+			t.Fatalf("replay %d reported\n%s\nreplay 1 reported\n%s", i+1, b, first)
+		}
+	}
 }

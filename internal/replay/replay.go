@@ -133,12 +133,10 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	if r.cur, err = newDecider(opts.Config, opts.Suggest); err != nil {
 		return nil, err
 	}
-	r.cur.shards = r.shards
 	if opts.Against != nil {
 		if r.old, err = newDecider(opts.Against, false); err != nil {
 			return nil, fmt.Errorf("%s: %w", opts.AgainstName, err)
 		}
-		r.old.shards = r.shards
 	}
 	defer r.close()
 	srcs := make([]*source, len(opts.Logs))
@@ -193,9 +191,6 @@ type run struct {
 	// decided, if set, is told each entry's outcome under the replayed
 	// configuration (tests compare it request by request).
 	decided func(e *entry, o httplimit.Outcome, delay time.Duration)
-	// shards, if set, is the number of the stores' shards (see
-	// decider.shards).
-	shards int
 }
 
 func (r *run) close() {
@@ -317,17 +312,10 @@ type decider struct {
 	lo    httplimit.Options
 	clk   *clock.Fake
 	store *memstore.Store
-	// shards is the number of the store's shards; 0 for memstore's
-	// default. Which rules a refused request counts as limited, rather
-	// than skipped, can depend on which keys share a shard (a shard's
-	// hint may refuse it without the other rules being decided), and the
-	// shards' hash is seeded at random: a test that holds a report to a
-	// recorded one uses a single shard.
-	shards int
-	lim    *httplimit.Limiter
-	h      http.Handler
-	ip     *clientip.Resolver
-	st     *stats
+	lim   *httplimit.Limiter
+	h     http.Handler
+	ip    *clientip.Resolver
+	st    *stats
 
 	req  *http.Request
 	vals [maxHeaders][1]string
@@ -376,7 +364,14 @@ func newDecider(cfg *config.Config, suggest bool) (*decider, error) {
 // its time from its creation.
 func (d *decider) start(t int64) error {
 	d.clk = clock.NewFake(time.Unix(0, t))
-	d.store = memstore.New(memstore.Options{Clock: d.clk, MaxKeys: d.cfg.Store.MaxKeys, Shards: d.shards})
+	// One shard: a shard remembers its last denial, and refuses a request
+	// for that key without deciding the request's other rules. Which
+	// rules a refused request counts as limited, rather than skipped,
+	// would then depend on which keys share a shard, and so on the
+	// store's random seed; with one shard it depends on the log alone,
+	// and a report is the same every time. The replay decides on one
+	// goroutine: there is no lock to spread.
+	d.store = memstore.New(memstore.Options{Clock: d.clk, MaxKeys: d.cfg.Store.MaxKeys, Shards: 1})
 	lo := d.lo
 	lo.Store = d.store
 	lo.Observer = d
