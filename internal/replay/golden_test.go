@@ -10,6 +10,8 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -196,6 +198,36 @@ rules:
 			first = b
 		} else if !bytes.Equal(b, first) {
 			t.Fatalf("replay %d reported\n%s\nreplay 1 reported\n%s", i+1, b, first)
+		}
+	}
+}
+
+// TestNoteWhenTheStoreForgets replays 2,000 clients on a store too small
+// for them: the report says that the store forgot state in use, which
+// changes decisions, and the same log on the default store says nothing.
+func TestNoteWhenTheStoreForgets(t *testing.T) {
+	var log bytes.Buffer
+	if err := genLog(&log, 20000, 2000, 2000, benchStart); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		store string
+		want  bool
+	}{{"store: { max_keys: 100 }\n", true}, {"", false}} {
+		path := filepath.Join(t.TempDir(), "c.yaml")
+		cfg := tc.store + "rules:\n  - { name: per-ip, match: { path: /* }, key: [ip], algorithm: sliding_window, limit: 3, period: 1m }\n"
+		if err := os.WriteFile(path, []byte("upstream: builtin:echo\n"+cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Run(context.Background(), Options{Config: loadTestConfig(t, path), Logs: []string{"-"}, Stdin: bytes.NewReader(log.Bytes())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := slices.ContainsFunc(rep.Notes, func(n string) bool {
+			return strings.HasPrefix(n, "the store forgot the state of ") && strings.Contains(n, "store.max_keys (100)")
+		})
+		if got != tc.want {
+			t.Errorf("store %q: notes %q, want the note of a full store: %v", tc.store, rep.Notes, tc.want)
 		}
 	}
 }

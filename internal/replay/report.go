@@ -2,6 +2,7 @@ package replay
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"net/netip"
 	"slices"
@@ -197,6 +198,10 @@ func (r *run) finish() {
 		rep.Rules = append(rep.Rules, r.ruleReport(st, rs))
 	}
 	rep.Notes = notes(r.opts.Config, r.cur.carried)
+	if st := r.cur.store; st != nil && st.Evicted() > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("the store forgot the state of %d limits still in use to stay within store.max_keys (%d): clients were admitted more than the limits allow, and which ones can differ between replays; these logs need a larger store.max_keys, and so would sluice serve for this traffic",
+			st.Evicted(), st.MaxKeys()))
+	}
 	if r.old != nil {
 		rep.Against = r.compare()
 	}
