@@ -25,7 +25,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/redistest"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 const (
@@ -181,24 +181,6 @@ func TestDashboardImportable(t *testing.T) {
 	}
 }
 
-// lockedBuffer collects the server's log safely.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // eventually polls cond until it holds, failing t after the deadline with
 // cond's last explanation. Prometheus scrapes and evaluates every second,
 // so conditions on what it has seen hold within seconds; the deadline is
@@ -258,7 +240,7 @@ scrape_configs:
 		}
 		addr := l.Addr().String()
 		l.Close()
-		log := new(lockedBuffer)
+		log := new(syncbuf.Buffer)
 		cmd := exec.Command(bin,
 			"--config.file="+filepath.Join(dir, "prometheus.yml"),
 			"--storage.tsdb.path="+filepath.Join(dir, "data"),
@@ -492,7 +474,7 @@ func TestMonitoringAgainstPrometheus(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	logs := new(lockedBuffer)
+	logs := new(syncbuf.Buffer)
 	addrs := make(chan [2]net.Addr, 1)
 	exited := make(chan int, 1)
 	go func() {

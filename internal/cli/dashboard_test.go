@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // chromium returns the path of a headless Chromium, or skips the test
@@ -58,7 +60,7 @@ func browse(t *testing.T, url string, budget time.Duration, args ...string) stri
 		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=" + strconv.Itoa(int(budget/time.Millisecond)),
 		"--window-size=1280,900"}, args...)
 	cmd := exec.CommandContext(ctx, chromium(t), append(all, url)...)
-	var stdout, stderr lockedBuffer
+	var stdout, stderr syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -22,25 +21,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the server's logger and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // listening returns the addresses of the "sluice listening" log line.
 func listening(t *testing.T, logs string) map[string]string {
@@ -96,7 +78,7 @@ service:
 
 	poll := cli.PollByHand(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	code := make(chan int, 1)
 	up := make(chan struct{})
 	go func() {
@@ -213,7 +195,7 @@ func TestServeServiceOnly(t *testing.T) {
 		t.Errorf("check-config: exit %d, %q", c, out.String())
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	code := make(chan int, 1)
 	up := make(chan [2]net.Addr, 1)
 	go func() {

@@ -7,17 +7,18 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // serveFile runs `sluice serve --config path` until the test ends and
 // returns the base URLs of its gateway and of its admin API ("http://" and
 // the address; "" for one that does not listen) and its standard error.
-func serveFile(t *testing.T, path string) (gateway, admin string, stderr *lockedBuffer) {
+func serveFile(t *testing.T, path string) (gateway, admin string, stderr *syncbuf.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
 	code := make(chan int, 1)
-	stderr = new(lockedBuffer)
+	stderr = new(syncbuf.Buffer)
 	go func() {
 		code <- cli.RunWithReady(ctx, []string{"serve", "--config", path}, io.Discard, stderr,
 			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })

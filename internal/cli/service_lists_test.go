@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
 // The rate-limit service of sluice serve, over gRPC: a deny-listed address
@@ -117,10 +118,10 @@ service:
 
 // serveJSON runs sluice serve on the config file cfg, with JSON logs, until
 // the test ends, and returns its listeners' addresses and its logs.
-func serveJSON(t *testing.T, cfg string) (map[string]string, *lockedBuffer) {
+func serveJSON(t *testing.T, cfg string) (map[string]string, *syncbuf.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	code := make(chan int, 1)
 	up := make(chan struct{})
 	go func() {

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/cli"
 	"github.com/sluicehq/sluice/internal/server/backend"
+	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -195,7 +195,7 @@ func serve(t *testing.T, path string) (gateway, admin string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
 	code := make(chan int, 1)
-	stderr := new(lockedBuffer)
+	stderr := new(syncbuf.Buffer)
 	go func() {
 		code <- cli.RunWithReady(ctx, []string{"serve", "--config", path}, io.Discard, stderr,
 			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
@@ -222,22 +222,4 @@ func get(t *testing.T, url string) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// lockedBuffer is a bytes.Buffer safe for the server's logger and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
