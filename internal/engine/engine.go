@@ -294,21 +294,20 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 	v := Admitted
 	never := false // a check that no request can pass
 	// 1. The limits that admit nothing, and the probes.
-	for i := range c.Checks {
-		if !c.unbound && !c.has(Shadow) {
-			break
+	if c.unbound || c.has(Shadow) {
+		for i := range c.Checks {
+			ch, r := &c.Checks[i], &c.Results[i]
+			switch {
+			case ch.Policy == nil && (ch.Mode == Shadow || ch.Mode == ShadowProbe):
+				r.Outcome, r.Never = ShadowLimited, true
+			case ch.Policy == nil:
+				r.Outcome, r.Never, v = Limited, true, Refused
+			case ch.Mode == Shadow && ch.Policy.CheckCost(ch.Cost) != nil:
+				// More than the limit could ever admit: over it, not an error.
+				r.Outcome, r.Never = ShadowLimited, true
+			}
+			never = never || r.Never
 		}
-		ch, r := &c.Checks[i], &c.Results[i]
-		switch {
-		case ch.Policy == nil && (ch.Mode == Shadow || ch.Mode == ShadowProbe):
-			r.Outcome, r.Never = ShadowLimited, true
-		case ch.Policy == nil:
-			r.Outcome, r.Never, v = Limited, true, Refused
-		case ch.Mode == Shadow && ch.Policy.CheckCost(ch.Cost) != nil:
-			// More than the limit could ever admit: over it, not an error.
-			r.Outcome, r.Never = ShadowLimited, true
-		}
-		never = never || r.Never
 	}
 	// The batch: one counter named twice is charged once, with both
 	// costs; a cost beyond what its limit could ever admit is over it.
@@ -334,81 +333,78 @@ func (e *Engine) decide(ctx context.Context, c *Call) (Verdict, error) {
 		}
 	}
 	// The state of what never passes, uncharged, for its status.
-	for i := range c.Checks {
-		if !never {
-			break
-		}
-		ch, r := &c.Checks[i], &c.Results[i]
-		if !r.Never || ch.Policy == nil {
-			continue
-		}
-		sctx, sp := e.storeSpan(ctx, spanPeek, ch.Name)
-		d, err := e.store.Peek(sctx, ch.Policy, ch.Key)
-		end(sp, err)
-		if err == nil && !d.Degraded {
-			d.Allowed = false
-			r.Decision = d
+	if never {
+		for i := range c.Checks {
+			ch, r := &c.Checks[i], &c.Results[i]
+			if !r.Never || ch.Policy == nil {
+				continue
+			}
+			sctx, sp := e.storeSpan(ctx, spanPeek, ch.Name)
+			d, err := e.store.Peek(sctx, ch.Policy, ch.Key)
+			end(sp, err)
+			if err == nil && !d.Degraded {
+				d.Allowed = false
+				r.Decision = d
+			}
 		}
 	}
-	for i := range c.Checks {
-		if !c.has(Probe) {
-			break
-		}
-		ch, r := &c.Checks[i], &c.Results[i]
-		if ch.Mode != Probe || ch.Policy == nil || (v != Admitted && !e.opts.Report) {
-			continue
-		}
-		d, err := e.look(ctx, ch)
-		if err != nil {
-			if err := e.fail(c, i, err); err != nil {
-				return v, err
+	if c.has(Probe) {
+		for i := range c.Checks {
+			ch, r := &c.Checks[i], &c.Results[i]
+			if ch.Mode != Probe || ch.Policy == nil || (v != Admitted && !e.opts.Report) {
+				continue
 			}
-			continue
-		}
-		r.Decision = d
-		switch {
-		case d.Allowed:
-		case d.Degraded && e.failsClosed:
-			r.Outcome, r.Err = Error, ErrFailedClosed
-			if v == Admitted {
-				v = Unavailable
+			d, err := e.look(ctx, ch)
+			if err != nil {
+				if err := e.fail(c, i, err); err != nil {
+					return v, err
+				}
+				continue
 			}
-		default:
-			r.Outcome, v = Limited, Refused
+			r.Decision = d
+			switch {
+			case d.Allowed:
+			case d.Degraded && e.failsClosed:
+				r.Outcome, r.Err = Error, ErrFailedClosed
+				if v == Admitted {
+					v = Unavailable
+				}
+			default:
+				r.Outcome, v = Limited, Refused
+			}
 		}
 	}
 	// 2. Reservations.
-	for i := range c.Checks {
-		if !c.has(Delay) {
-			break
-		}
-		ch, r := &c.Checks[i], &c.Results[i]
-		if ch.Mode != Delay || ch.Policy == nil || v != Admitted {
-			continue
-		}
-		if !ch.Policy.CanReserve() {
-			if err := e.fail(c, i, fmt.Errorf("%w: policy %q", sluice.ErrReserveUnsupported, ch.Policy.Name())); err != nil {
-				return v, err
+	if c.has(Delay) {
+		for i := range c.Checks {
+			ch, r := &c.Checks[i], &c.Results[i]
+			if ch.Mode != Delay || ch.Policy == nil || v != Admitted {
+				continue
 			}
-			continue
-		}
-		sctx, sp := e.storeSpan(ctx, spanReserve, ch.Name)
-		d, err := e.store.Reserve(sctx, ch.Policy, ch.Key, ch.Cost, min(max(ch.MaxDelay, 0), sluice.MaxWait))
-		end(sp, err)
-		if err != nil {
-			if err := e.fail(c, i, err); err != nil {
-				return v, err
+			if !ch.Policy.CanReserve() {
+				if err := e.fail(c, i, fmt.Errorf("%w: policy %q", sluice.ErrReserveUnsupported, ch.Policy.Name())); err != nil {
+					return v, err
+				}
+				continue
 			}
-			continue
-		}
-		r.Decision = d
-		switch {
-		case !d.Allowed && d.Degraded && e.failsClosed:
-			r.Outcome, r.Err, v = Error, ErrFailedClosed, Unavailable
-		case !d.Allowed:
-			r.Outcome, v = Limited, Refused
-		case d.Delay > 0:
-			r.Outcome = Delayed
+			sctx, sp := e.storeSpan(ctx, spanReserve, ch.Name)
+			d, err := e.store.Reserve(sctx, ch.Policy, ch.Key, ch.Cost, min(max(ch.MaxDelay, 0), sluice.MaxWait))
+			end(sp, err)
+			if err != nil {
+				if err := e.fail(c, i, err); err != nil {
+					return v, err
+				}
+				continue
+			}
+			r.Decision = d
+			switch {
+			case !d.Allowed && d.Degraded && e.failsClosed:
+				r.Outcome, r.Err, v = Error, ErrFailedClosed, Unavailable
+			case !d.Allowed:
+				r.Outcome, v = Limited, Refused
+			case d.Delay > 0:
+				r.Outcome = Delayed
+			}
 		}
 	}
 	// 3. The batch.
