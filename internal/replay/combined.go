@@ -29,7 +29,7 @@ type lastTime struct {
 // escapes longer than any before).
 func (p *combinedParser) parse(line []byte, req *Request) error {
 	req.reset()
-	sp := indexByte(line, ' ')
+	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 {
 		return errSyntax
 	}
@@ -88,7 +88,7 @@ func (p *combinedParser) parse(line []byte, req *Request) error {
 
 // timeOf returns the line's time.
 func (p *combinedParser) timeOf(line []byte) (int64, error) {
-	sp := indexByte(line, ' ')
+	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 {
 		return 0, errSyntax
 	}

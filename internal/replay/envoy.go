@@ -1,5 +1,7 @@
 package replay
 
+import "bytes"
+
 // Envoy's default access log format:
 //
 //	[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%"
@@ -28,7 +30,7 @@ func envoyTime(line []byte) (int64, int, error) {
 	if len(line) < 2 || line[0] != '[' {
 		return 0, 0, errSyntax
 	}
-	end := indexByte(line, ']')
+	end := bytes.IndexByte(line, ']')
 	if end < 0 {
 		return 0, 0, errSyntax
 	}

@@ -20,6 +20,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -444,8 +445,8 @@ func (d *decider) rebuild(q *Request) {
 	host := q.Host
 	if len(target) > 0 && target[0] != '/' && target[0] != '*' {
 		// Absolute form: "http://host/path?query".
-		rest := target[indexByte(target, ':')+3:]
-		slash := indexByte(rest, '/')
+		rest := target[bytes.IndexByte(target, ':')+3:]
+		slash := bytes.IndexByte(rest, '/')
 		if slash < 0 {
 			host, target = rest, []byte("/")
 		} else {
@@ -453,13 +454,13 @@ func (d *decider) rebuild(q *Request) {
 		}
 	}
 	path, query := target, []byte(nil)
-	if i := indexByte(target, '?'); i >= 0 {
+	if i := bytes.IndexByte(target, '?'); i >= 0 {
 		path, query = target[:i], target[i+1:]
 	}
 	u := r.URL
 	u.RawPath = ""
 	u.Path = str(path)
-	if indexByte(path, '%') >= 0 {
+	if bytes.IndexByte(path, '%') >= 0 {
 		if p, err := url.PathUnescape(u.Path); err == nil {
 			u.Path, u.RawPath = p, str(path)
 		}

@@ -122,7 +122,7 @@ func parseRequestLine(line []byte, req *Request) error {
 	if len(line) == 1 && line[0] == '-' || len(line) == 0 {
 		return errNoRequest
 	}
-	sp := indexByte(line, ' ')
+	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 {
 		return errNoRequest
 	}
@@ -197,8 +197,6 @@ func hasPrefixFold(b []byte, p string) bool {
 	}
 	return true
 }
-
-func indexByte(b []byte, c byte) int { return bytes.IndexByte(b, c) }
 
 func lastIndexByte(b []byte, c byte) int {
 	for i := len(b) - 1; i >= 0; i-- {
