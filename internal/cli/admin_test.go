@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 const adminConfig = `server: {listen: 127.0.0.1:0, admin: 127.0.0.1:0}
@@ -54,7 +55,7 @@ func serveAdmin(t *testing.T) (string, string, string) {
 	os.WriteFile(tokenFile, []byte("a-token-of-thirty-two-characters\n"), 0o600)
 	path := filepath.Join(dir, "sluice.yaml")
 	os.WriteFile(path, []byte(adminConfig), 0o600)
-	gw, admin, _ := serveFile(t, path)
+	gw, admin, _ := clitest.Serve(t, path)
 	return gw, admin, tokenFile
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -49,7 +50,7 @@ rules:
 	if err := os.WriteFile(filepath.Join(dir, "sluice.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, _, _ := serveFile(t, filepath.Join(dir, "sluice.yaml"))
+	base, _, _ := clitest.Serve(t, filepath.Join(dir, "sluice.yaml"))
 	type answer struct {
 		code           int
 		policy, remain string

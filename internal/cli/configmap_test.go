@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // TestServeReloadsConfigMapSwap serves a config file mounted as Kubernetes
@@ -43,7 +44,7 @@ func TestServeReloadsConfigMapSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll := cli.PollByHand(t)
-	gateway, _, stderr := serveFile(t, path)
+	gateway, _, stderr := clitest.Serve(t, path)
 	policy := func() string {
 		resp, err := http.Get(gateway + "/x")
 		if err != nil {

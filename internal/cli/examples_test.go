@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
@@ -91,7 +92,7 @@ func TestExamplesRunAsTheySay(t *testing.T) {
 			if (cfg.Gateway() && !strings.HasSuffix(cfg.Server.Listen, ":0")) || (cfg.Server.Admin != "" && !strings.HasSuffix(cfg.Server.Admin, ":0")) {
 				t.Fatalf("the test could not move the example's listeners to free ports: %q, %q", cfg.Server.Listen, cfg.Server.Admin)
 			}
-			gw, admin, stderr := serveFile(t, path)
+			gw, admin, stderr := clitest.Serve(t, path)
 			if admin != "" {
 				if code, body := get(t, admin+"/healthz", nil); code != 200 {
 					t.Errorf("/healthz: %d %q; log: %s", code, body, stderr.String())

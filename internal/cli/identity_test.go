@@ -18,6 +18,7 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 const jwtConfig = `server: {listen: 127.0.0.1:0, admin: 127.0.0.1:0}
@@ -66,7 +67,7 @@ func TestServeReloadsRotatedJWTKeys(t *testing.T) {
 	token, _ := jws.CompactSerialize()
 
 	poll := cli.PollByHand(t)
-	base, _, stderr := serveFile(t, filepath.Join(dir, "sluice.yaml"))
+	base, _, stderr := clitest.Serve(t, filepath.Join(dir, "sluice.yaml"))
 	policy := func() string {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+"/", nil)

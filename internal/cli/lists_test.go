@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 const listsConfig = `server: {listen: 127.0.0.1:0, admin: 127.0.0.1:0}
@@ -40,7 +41,7 @@ func TestServeLists(t *testing.T) {
 	write("partners.txt", "k-partner\n")
 	write("sluice.yaml", listsConfig)
 	poll := cli.PollByHand(t)
-	base, admin, stderr := serveFile(t, filepath.Join(dir, "sluice.yaml"))
+	base, admin, stderr := clitest.Serve(t, filepath.Join(dir, "sluice.yaml"))
 	send := func(client, key string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest("GET", base+"/", nil)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 	"github.com/sluicehq/sluice/internal/redistest"
 )
 
@@ -42,7 +43,7 @@ rules:
 	if err := os.WriteFile(filepath.Join(dir, "sluice.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, admin, _ := serveFile(t, filepath.Join(dir, "sluice.yaml"))
+	base, admin, _ := clitest.Serve(t, filepath.Join(dir, "sluice.yaml"))
 	for i := range 25 {
 		resp, err := http.Get(base + "/")
 		if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,8 +17,8 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 	"github.com/sluicehq/sluice/internal/server/backend"
-	"github.com/sluicehq/sluice/internal/syncbuf"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -154,7 +153,7 @@ func TestThirdBackend(t *testing.T) {
 		t.Errorf("check-config said %q, want %q", stdout.String(), want)
 	}
 
-	gateway, admin := serve(t, path)
+	gateway, admin, _ := clitest.Serve(t, path)
 	var store *countingStore
 	select {
 	case store = <-opened:
@@ -186,28 +185,6 @@ func TestThirdBackend(t *testing.T) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}
-}
-
-// serve runs `sluice serve --config path` until the test ends and returns
-// the base URLs of its gateway and of its admin listener.
-func serve(t *testing.T, path string) (gateway, admin string) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
-	code := make(chan int, 1)
-	stderr := new(syncbuf.Buffer)
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", path}, io.Discard, stderr,
-			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
-	}()
-	t.Cleanup(func() { cancel(); <-code })
-	select {
-	case a := <-addrs:
-		return "http://" + a[0].String(), "http://" + a[1].String()
-	case c := <-code:
-		t.Fatalf("serve exited with %d: %s", c, stderr.String())
-	}
-	return "", ""
 }
 
 func get(t *testing.T, url string) string {

@@ -1,4 +1,6 @@
-package cli_test
+// Package clitest runs the sluice command in-process for tests of other
+// packages that need a real `sluice serve`.
+package clitest
 
 import (
 	"context"
@@ -10,10 +12,11 @@ import (
 	"github.com/sluicehq/sluice/internal/syncbuf"
 )
 
-// serveFile runs `sluice serve --config path` until the test ends and
-// returns the base URLs of its gateway and of its admin API ("http://" and
-// the address; "" for one that does not listen) and its standard error.
-func serveFile(t *testing.T, path string) (gateway, admin string, stderr *syncbuf.Buffer) {
+// Serve runs `sluice serve --config path` until the test ends and returns
+// the base URLs of its gateway and of its admin API ("http://" and the
+// address; "" for one that does not listen) and its standard error. It
+// fails the test if serve exits before it listens.
+func Serve(t *testing.T, path string) (gateway, admin string, stderr *syncbuf.Buffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	addrs := make(chan [2]net.Addr, 1)
