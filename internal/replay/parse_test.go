@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -37,6 +38,12 @@ func TestParseCombined(t *testing.T) {
 			client: "1.2.3.4", method: "GET", target: "/x", status: 200, time: at},
 		{name: "absolute form", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET http://api.example.com/x HTTP/1.1" 200 1`,
 			client: "1.2.3.4", method: "GET", target: "http://api.example.com/x", status: 200, time: at},
+		{name: "escapes in the path and the query", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET /a%41?q=%zz HTTP/1.1" 200 1`,
+			client: "1.2.3.4", method: "GET", target: "/a%41?q=%zz", status: 200, time: at},
+		{name: "a bad escape in the path", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET /api/%zz HTTP/1.1" 400 0`, err: errTarget},
+		{name: "an escape cut short", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET /api/%4 HTTP/1.1" 400 0`, err: errTarget},
+		{name: "a bad escape in an absolute target", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET http://h/%zz HTTP/1.1" 400 0`, err: errTarget},
+		{name: "an absolute target's bad host", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET http://[::1/x HTTP/1.1" 400 0`, err: errTarget},
 		{name: "no request", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "-" 400 0 "-" "-"`, err: errNoRequest},
 		{name: "TLS on the HTTP port", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "\x16\x03\x01\x02\x00\x01\x00\x01\xFC\x03\x03" 400 157 "-" "-"`, err: errNoRequest},
 		{name: "bad time", line: `1.2.3.4 - - [10/Foo/2023:13:55:36 +0000] "GET / HTTP/1.1" 200 1`, err: errTime},
@@ -313,6 +320,28 @@ func TestLogFiles(t *testing.T) {
 
 // The fuzz targets: no input makes a parser panic, and what a parser
 // accepts is a request replay can rebuild.
+
+// FuzzCheckTarget holds checkTarget to net/http's server, which answers 400
+// without calling a handler for a target url.ParseRequestURI refuses: a
+// target replay accepts is one the server reads, and an origin-form target
+// ("/...") the server reads is one replay accepts. (Replay refuses
+// absolute targets with other schemes than http and https, which the
+// server would read, as the gateways whose logs it reads refuse them.)
+func FuzzCheckTarget(f *testing.F) {
+	for _, s := range []string{"/", "*", "/a%41?q=%zz", "/api/%zz", "/%4", "http://h/%zz", "http://[::1/x", "HTTPS://h:80/a", "http://h:x/", "//x", "/a#b", "foo:bar"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ok := checkTarget([]byte(s)) == nil
+		_, err := url.ParseRequestURI(s)
+		if ok && err != nil {
+			t.Fatalf("replay accepts %q, which net/http refuses: %v", s, err)
+		}
+		if !ok && err == nil && strings.HasPrefix(s, "/") && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			t.Fatalf("replay refuses %q, which net/http reads", s)
+		}
+	})
+}
 
 func checkParsed(t *testing.T, req *Request) {
 	t.Helper()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/url"
 )
 
 // Format is an access log format.
@@ -141,7 +142,11 @@ func parseRequestLine(line []byte, req *Request) error {
 	return nil
 }
 
-// checkTarget reports whether t can be a request's target.
+// checkTarget reports whether t can be a request's target, as net/http's
+// server reads one before any handler sees the request (it answers 400
+// otherwise, and so do nginx and Apache): in origin form ("/path?query")
+// with every percent-escape of the path complete, in absolute form with
+// the scheme http or https that url.ParseRequestURI accepts, or "*".
 func checkTarget(t []byte) error {
 	if len(t) == 0 {
 		return errTarget
@@ -151,10 +156,45 @@ func checkTarget(t []byte) error {
 			return errTarget
 		}
 	}
-	if t[0] == '/' || len(t) == 1 && t[0] == '*' || hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://") {
+	switch {
+	case t[0] == '/':
+		path := t
+		if i := bytes.IndexByte(t, '?'); i >= 0 {
+			path = t[:i] // the query's escapes are read, if ever, by the application
+		}
+		if bytes.IndexByte(path, '%') >= 0 && !escapesComplete(path) {
+			return errTarget
+		}
+		return nil
+	case len(t) == 1 && t[0] == '*':
+		return nil
+	case hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://"):
+		// Rare enough to be parsed by the server's own parser, host and all.
+		if _, err := url.ParseRequestURI(string(t)); err != nil {
+			return errTarget
+		}
 		return nil
 	}
 	return errTarget
+}
+
+// escapesComplete reports whether every '%' of p starts an escape of two
+// hexadecimal digits.
+func escapesComplete(p []byte) bool {
+	for i := 0; i < len(p); i++ {
+		if p[i] != '%' {
+			continue
+		}
+		if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+			return false
+		}
+		i += 2
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 func isToken(b []byte) bool {
