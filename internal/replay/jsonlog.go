@@ -15,7 +15,8 @@ import (
 type JSONFields struct {
 	// Time is the request's time: RFC 3339 (with a fraction), $time_local,
 	// or seconds since the Unix epoch as a number or a string ($msec).
-	// Default "time".
+	// Default: the first of "time", "time_iso8601", "time_local" and
+	// "msec" (nginx's names for its time variables) that a line has.
 	Time string
 	// Client is the connection's address. Default "remote_addr".
 	Client string
@@ -43,7 +44,6 @@ func (f JSONFields) withDefaults() JSONFields {
 			*s = d
 		}
 	}
-	def(&f.Time, "time")
 	def(&f.Client, "remote_addr")
 	def(&f.Method, "request_method")
 	def(&f.Path, "request_uri")
@@ -115,6 +115,14 @@ func (p *jsonParser) timeOf(line []byte) (int64, error) {
 
 const maxHTTPNames = 1024
 
+// isTime reports whether the field k is the line's time.
+func (p *jsonParser) isTime(k string) bool {
+	if p.f.Time != "" {
+		return k == p.f.Time
+	}
+	return k == "time" || k == "time_iso8601" || k == "time_local" || k == "msec"
+}
+
 func newJSONParser(f JSONFields) *jsonParser {
 	p := &jsonParser{f: f.withDefaults(), byField: map[string]string{}, httpNames: map[string]string{}}
 	for h, field := range f.Headers {
@@ -157,7 +165,7 @@ func (p *jsonParser) parse(line []byte, req *Request) error {
 			}
 			switch k := string(key); {
 			case v == nil:
-			case k == p.f.Time:
+			case !haveTime && p.isTime(k):
 				t, ok := parseAnyTime(v)
 				if !ok {
 					return errTime

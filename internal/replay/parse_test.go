@@ -135,6 +135,10 @@ func TestParseJSON(t *testing.T) {
 		{`{"time":"2023-10-10T13:55:36+02:00","remote_addr":"::1","request_method":"GET","request_uri":"/","status":200}`, nil},
 		{`{"time":"10/Oct/2023:13:55:36 +0000","request_method":"GET","request_uri":"/"}`, nil},
 		{`{"remote_addr":"::1","request_method":"GET","request_uri":"/"}`, errMissingTime},
+		// nginx's own names for its time variables are read by default.
+		{`{"time_iso8601":"2023-10-10T13:55:36+00:00","request_method":"GET","request_uri":"/"}`, nil},
+		{`{"time_local":"10/Oct/2023:13:55:36 +0000","request_method":"GET","request_uri":"/"}`, nil},
+		{`{"msec":"1696946136.000","request_method":"GET","request_uri":"/"}`, nil},
 		{`{"time":"2023-10-10T13:55:36Z","remote_addr":"::1"}`, errMissingReq},
 		{`{"time":"soon","request_method":"GET","request_uri":"/"}`, errTime},
 		{`{"time":"2023-10-10T13:55:36Z","request_method":"G ET","request_uri":"/"}`, errMethod},
@@ -146,6 +150,14 @@ func TestParseJSON(t *testing.T) {
 		if err := p.parse([]byte(tt.line), &req); !errors.Is(err, tt.err) {
 			t.Errorf("%.60q: got %v, want %v", tt.line, err, tt.err)
 		}
+	}
+	// The first time field a line has is its time; a time field named
+	// with --json-fields is the only one read.
+	if err := p.parse([]byte(`{"msec":1696946136.5,"time_iso8601":"2023-10-10T13:55:37+00:00","request":"GET / HTTP/1.1"}`), &req); err != nil || req.Time != 1696946136500000000 {
+		t.Errorf("msec, then time_iso8601: got %d, %v; want 1696946136500000000", req.Time, err)
+	}
+	if err := newJSONParser(JSONFields{Time: "ts"}).parse([]byte(`{"time":"2023-10-10T13:55:36Z","request":"GET / HTTP/1.1"}`), &req); !errors.Is(err, errMissingTime) {
+		t.Errorf("time=ts, a line with time only: got %v, want %v", err, errMissingTime)
 	}
 	for _, bad := range []string{"time", "colour=x", "header:Bad Name=x", "client="} {
 		if _, err := ParseJSONFields(bad); !errors.Is(err, ErrUsage) {

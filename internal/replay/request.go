@@ -112,8 +112,8 @@ const (
 	errTarget      parseError = "bad request target"
 	errStatus      parseError = "bad status"
 	errJSON        parseError = "not a JSON object"
-	errMissingTime parseError = "no timestamp field"
-	errMissingReq  parseError = "no method and path fields"
+	errMissingTime parseError = "no time field (name it with --json-fields time=FIELD)"
+	errMissingReq  parseError = "no method and path fields (name them with --json-fields method=FIELD,path=FIELD, or request=FIELD)"
 )
 
 // parseRequestLine splits a request line ("GET /x HTTP/1.1") into req's
