@@ -35,7 +35,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 	"github.com/sluicehq/sluice/internal/redistest"
 	"github.com/sluicehq/sluice/internal/syncbuf"
 )
@@ -472,39 +472,11 @@ func TestMonitoringAgainstPrometheus(t *testing.T) {
 	config := fmt.Sprintf(testConfig, upstream.URL, rdb.URL())
 	write("sluice.yaml", config)
 
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	logs := new(syncbuf.Buffer)
-	addrs := make(chan [2]net.Addr, 1)
-	exited := make(chan int, 1)
-	go func() {
-		exited <- cli.RunWithReady(ctx, []string{"serve", "--config", filepath.Join(dir, "sluice.yaml"), "--log-format", "json"},
-			io.Discard, logs, func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
-	}()
-	var gateway, admin string
-	select {
-	case a := <-addrs:
-		gateway, admin = "http://"+a[0].String(), "http://"+a[1].String()
-	case code := <-exited:
-		t.Fatalf("sluice serve exited with %d:\n%s", code, logs.String())
-	}
-	stopped := false
-	defer func() {
-		if !stopped {
-			stop()
-			<-exited
-		}
-	}()
-	grpcAddr := ""
-	sc := bufio.NewScanner(strings.NewReader(logs.String()))
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "sluice listening" {
-			grpcAddr, _ = m["grpc"].(string)
-		}
-	}
+	sluice := clitest.Start(t, filepath.Join(dir, "sluice.yaml"), "--log-format", "json")
+	gateway, admin := sluice.Gateway, sluice.Admin
+	grpcAddr := sluice.Listening()["grpc"]
 	if grpcAddr == "" {
-		t.Fatalf("no gRPC address in the log:\n%s", logs.String())
+		t.Fatalf("no gRPC address in the log:\n%s", sluice.Stderr.String())
 	}
 	conn, err := grpc.NewClient(grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -672,9 +644,7 @@ func TestMonitoringAgainstPrometheus(t *testing.T) {
 	}
 
 	// sluice stops: its target is down.
-	stop()
-	<-exited
-	stopped = true
+	sluice.Stop()
 	eventually(t, "series for "+down, func() (bool, string) { return prom.has(down) })
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // quickstart returns examples/quickstart.yaml with both listeners on free
@@ -33,21 +33,8 @@ func quickstart(t *testing.T) string {
 }
 
 func TestServeQuickstart(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
-	code := make(chan int, 1)
-	var stderr bytes.Buffer
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", quickstart(t), "--log-format", "json"}, io.Discard, &stderr,
-			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
-	}()
-	var a [2]net.Addr
-	select {
-	case a = <-addrs:
-	case c := <-code:
-		t.Fatalf("serve exited with %d: %s", c, stderr.String())
-	}
-	base := "http://" + a[0].String()
+	srv := clitest.Start(t, quickstart(t), "--log-format", "json")
+	base := srv.Gateway
 	post := func() *http.Response {
 		r, err := http.Post(base+"/login", "text/plain", nil)
 		if err != nil {
@@ -80,7 +67,7 @@ func TestServeQuickstart(t *testing.T) {
 	if h.StatusCode != 200 || !strings.Contains(string(body), `"path": "/healthz"`) || h.Header.Get("RateLimit") != "" {
 		t.Errorf("/healthz: %d %q %v", h.StatusCode, body, h.Header)
 	}
-	m, err := http.Get("http://" + a[1].String() + "/metrics")
+	m, err := http.Get(srv.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,18 +76,18 @@ func TestServeQuickstart(t *testing.T) {
 	if !strings.Contains(string(metrics), `sluice_decisions_total{outcome="limited",rule="login"} 1`) {
 		t.Errorf("metrics lack the rejection:\n%s", metrics)
 	}
-	cancel() // as SIGTERM does
-	if c := <-code; c != 0 {
-		t.Errorf("serve exited with %d after shutdown: %s", c, stderr.String())
+	if c := srv.Stop(); c != 0 {
+		t.Errorf("serve exited with %d after shutdown: %s", c, srv.Stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "shutting down") {
-		t.Errorf("no shutdown log: %s", stderr.String())
+	stderr := srv.Stderr.String()
+	if !strings.Contains(stderr, "shutting down") {
+		t.Errorf("no shutdown log: %s", stderr)
 	}
 	// Durations are logged in seconds, as JSON numbers: the rejection's
 	// retry_after (within the login rule's minute), the shutdown's timeout
 	// (10 s by default).
 	seen := map[string]float64{}
-	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 		var m map[string]any
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("a log line that is not JSON: %q", line)
@@ -123,8 +110,8 @@ func TestServeQuickstart(t *testing.T) {
 	}
 	// The quickstart takes tiers from a header as sent: serve warns about
 	// it at start, as check-config does.
-	if !strings.Contains(stderr.String(), `"level":"WARN","msg":"tiers come from header:X-Plan as sent`) {
-		t.Errorf("no WARN line about tiers chosen by clients: %s", stderr.String())
+	if !strings.Contains(stderr, `"level":"WARN","msg":"tiers come from header:X-Plan as sent`) {
+		t.Errorf("no WARN line about tiers chosen by clients: %s", stderr)
 	}
 }
 
@@ -156,48 +143,15 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// gateway runs serve on the quickstart with both listeners on free ports;
-// stop shuts it down and returns its exit code and log.
-func gateway(t *testing.T) (base, admin string, stop func() (int, string)) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	addrs := make(chan [2]net.Addr, 1)
-	code := make(chan int, 1)
-	var stderr bytes.Buffer
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", quickstart(t)}, io.Discard, &stderr,
-			func(l, a net.Addr) { addrs <- [2]net.Addr{l, a} })
-	}()
-	var a [2]net.Addr
-	select {
-	case a = <-addrs:
-	case c := <-code:
-		cancel()
-		t.Fatalf("serve exited with %d: %s", c, stderr.String())
-	}
-	stopped := false
-	t.Cleanup(func() {
-		if !stopped {
-			cancel()
-			<-code
-		}
-	})
-	return "http://" + a[0].String(), "http://" + a[1].String(), func() (int, string) {
-		stopped = true
-		cancel()
-		return <-code, stderr.String()
-	}
-}
-
 // The quickstart's export rule delays a request that comes before its turn
 // and then lets it through: two exports sent together pass, one of them
 // after waiting (up to a second) for its turn.
 func TestQuickstartDelays(t *testing.T) {
-	base, admin, stop := gateway(t)
+	srv := clitest.Start(t, quickstart(t))
 	codes := make(chan int, 2)
 	for range 2 {
 		go func() {
-			r, err := http.Get(base + "/api/export/report")
+			r, err := http.Get(srv.Gateway + "/api/export/report")
 			if err != nil {
 				t.Error(err)
 				codes <- 0
@@ -213,7 +167,7 @@ func TestQuickstartDelays(t *testing.T) {
 			t.Errorf("export: status %d, want 200 (delayed, not rejected)", c)
 		}
 	}
-	m, err := http.Get(admin + "/metrics")
+	m, err := http.Get(srv.Admin + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,8 +182,8 @@ func TestQuickstartDelays(t *testing.T) {
 			t.Errorf("metrics lack %s:\n%s", want, metrics)
 		}
 	}
-	if c, log := stop(); c != 0 {
-		t.Errorf("serve exited with %d: %s", c, log)
+	if c := srv.Stop(); c != 0 {
+		t.Errorf("serve exited with %d: %s", c, srv.Stderr.String())
 	}
 }
 

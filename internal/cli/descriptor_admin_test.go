@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // The descriptor commands look at, reset and override a descriptor of a
@@ -25,7 +26,7 @@ func TestDescriptorCommands(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "api.yaml"), []byte("domain: api\ndescriptors:\n  - key: client\n    rate_limit: { unit: hour, requests_per_unit: 3 }\n"), 0o600)
 	cfg := filepath.Join(dir, "sluice.yaml")
 	os.WriteFile(cfg, []byte("server: { admin: 127.0.0.1:0 }\nadmin: { api: true, token_file: admin-token }\nservice: { grpc: 127.0.0.1:0, descriptors: api.yaml }\n"), 0o600)
-	addrs, _ := serveJSON(t, cfg)
+	addrs := clitest.Start(t, cfg, "--log-format", "json").Listening()
 	admin := "http://" + addrs["admin"]
 	conn, err := grpc.NewClient(addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

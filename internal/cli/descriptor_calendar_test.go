@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/calendar"
 	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // sluice serve with a descriptor file's monthly quota and service.anchor:
@@ -37,7 +38,7 @@ descriptors:
 	cfg := filepath.Join(dir, "sluice.yaml")
 	os.WriteFile(cfg, []byte("server: { admin: 127.0.0.1:0 }\nadmin: { api: true, token_file: admin-token }\n"+
 		"service: { grpc: 127.0.0.1:0, descriptors: api.yaml, anchor: billing_anchor }\n"), 0o600)
-	addrs, _ := serveJSON(t, cfg)
+	addrs := clitest.Start(t, cfg, "--log-format", "json").Listening()
 	conn, err := grpc.NewClient(addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -1,13 +1,10 @@
 package cli_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,28 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
-
-// listening returns the addresses of the "sluice listening" log line.
-func listening(t *testing.T, logs string) map[string]string {
-	t.Helper()
-	sc := bufio.NewScanner(strings.NewReader(logs))
-	for sc.Scan() {
-		var m map[string]any
-		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "sluice listening" {
-			out := map[string]string{}
-			for k, v := range m {
-				if s, ok := v.(string); ok {
-					out[k] = s
-				}
-			}
-			return out
-		}
-	}
-	t.Fatalf("no \"sluice listening\" line in:\n%s", logs)
-	return nil
-}
 
 // One file runs the gateway, the forward-auth endpoint and the rate-limit
 // service (gRPC and HTTP) on one store; a change of a descriptor file
@@ -77,20 +54,9 @@ service:
 	}
 
 	poll := cli.PollByHand(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncbuf.Buffer{}
-	code := make(chan int, 1)
-	up := make(chan struct{})
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", cfg, "--log-format", "json"}, io.Discard, logs,
-			func(net.Addr, net.Addr) { close(up) })
-	}()
-	select {
-	case <-up:
-	case c := <-code:
-		t.Fatalf("serve exited with %d:\n%s", c, logs.String())
-	}
-	addrs := listening(t, logs.String())
+	srv := clitest.Start(t, cfg, "--log-format", "json")
+	logs := srv.Stderr
+	addrs := srv.Listening()
 	for _, k := range []string{"listen", "admin", "forward_auth", "grpc", "service_http"} {
 		if addrs[k] == "" {
 			t.Fatalf("no %s address in %v", k, addrs)
@@ -174,8 +140,7 @@ service:
 		}
 	}
 
-	cancel()
-	if c := <-code; c != 0 {
+	if c := srv.Stop(); c != 0 {
 		t.Errorf("serve exited with %d:\n%s", c, logs.String())
 	}
 }
@@ -194,28 +159,15 @@ func TestServeServiceOnly(t *testing.T) {
 	if c := cli.Run(context.Background(), []string{"check-config", cfg}, &out, io.Discard); c != 0 || !strings.Contains(out.String(), "rate-limit service with 1 domains, store memory") {
 		t.Errorf("check-config: exit %d, %q", c, out.String())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncbuf.Buffer{}
-	code := make(chan int, 1)
-	up := make(chan [2]net.Addr, 1)
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", cfg, "--log-format", "json"}, io.Discard, logs,
-			func(l, a net.Addr) { up <- [2]net.Addr{l, a} })
-	}()
-	select {
-	case a := <-up:
-		if a[0] != nil {
-			t.Errorf("a gateway listener runs at %v", a[0])
-		}
-	case c := <-code:
-		t.Fatalf("serve exited with %d:\n%s", c, logs.String())
+	srv := clitest.Start(t, cfg, "--log-format", "json")
+	if srv.Gateway != "" {
+		t.Errorf("a gateway listener runs at %s", srv.Gateway)
 	}
-	addrs := listening(t, logs.String())
+	addrs := srv.Listening()
 	if addrs["grpc"] == "" || addrs["listen"] != "" {
 		t.Errorf("listeners: got %v, want grpc and no gateway", addrs)
 	}
-	cancel()
-	if c := <-code; c != 0 {
-		t.Errorf("serve exited with %d:\n%s", c, logs.String())
+	if c := srv.Stop(); c != 0 {
+		t.Errorf("serve exited with %d:\n%s", c, srv.Stderr.String())
 	}
 }

@@ -10,6 +10,8 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // sluice serve's rate-limit service sends envoyproxy/ratelimit's headers
@@ -30,7 +32,7 @@ service:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	addrs, _ := serveJSON(t, cfg)
+	addrs := clitest.Start(t, cfg, "--log-format", "json").Listening()
 	conn, err := grpc.NewClient(addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,6 @@ package cli_test
 
 import (
 	"context"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/sluicehq/sluice/internal/cli"
-	"github.com/sluicehq/sluice/internal/syncbuf"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // The rate-limit service of sluice serve, over gRPC: a deny-listed address
@@ -55,7 +53,8 @@ service:
   allow: { api_key: partners }
 `)
 	poll := cli.PollByHand(t)
-	addrs, logs := serveJSON(t, cfg)
+	srv := clitest.Start(t, cfg, "--log-format", "json")
+	addrs := srv.Listening()
 	conn, err := grpc.NewClient(addrs["grpc"], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +88,7 @@ service:
 	write("deny.txt", "198.51.100.2\n")
 	poll()
 	if resp := ask("remote_address", "198.51.100.2"); !strings.Contains(string(resp.RawBody), "not allowed") {
-		t.Fatalf("after a check for changes, an address the changed deny list names: %v, want refused as not allowed: %s", resp, logs.String())
+		t.Fatalf("after a check for changes, an address the changed deny list names: %v, want refused as not allowed: %s", resp, srv.Stderr.String())
 	}
 	if ask("remote_address", "203.0.113.9").OverallCode == over {
 		t.Error("an address no longer deny-listed was refused")
@@ -114,25 +113,4 @@ service:
 	if out := show("api_key=k-other"); !regexp.MustCompile(`blocked by the rule's penalty for (1h0m0s|59m[0-9.]+s) more`).MatchString(out) {
 		t.Errorf("descriptor show of a blocked key: %q", out)
 	}
-}
-
-// serveJSON runs sluice serve on the config file cfg, with JSON logs, until
-// the test ends, and returns its listeners' addresses and its logs.
-func serveJSON(t *testing.T, cfg string) (map[string]string, *syncbuf.Buffer) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncbuf.Buffer{}
-	code := make(chan int, 1)
-	up := make(chan struct{})
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", cfg, "--log-format", "json"}, io.Discard, logs,
-			func(net.Addr, net.Addr) { close(up) })
-	}()
-	t.Cleanup(func() { cancel(); <-code })
-	select {
-	case <-up:
-	case c := <-code:
-		t.Fatalf("serve exited with %d:\n%s", c, logs.String())
-	}
-	return listening(t, logs.String()), logs
 }

@@ -1,18 +1,14 @@
 package cli_test
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/sluicehq/sluice/internal/cli"
+	"github.com/sluicehq/sluice/internal/cli/clitest"
 )
 
 // The upstream mapping and the server's timeouts in a config file reach the
@@ -40,21 +36,8 @@ rules: [{name: a, algorithm: gcra, limit: 100, period: 1s}]
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addrs := make(chan net.Addr, 1)
-	code := make(chan int, 1)
-	var stderr bytes.Buffer
-	go func() {
-		code <- cli.RunWithReady(ctx, []string{"serve", "--config", path}, io.Discard, &stderr, func(l, _ net.Addr) { addrs <- l })
-	}()
-	var base string
-	select {
-	case a := <-addrs:
-		base = "http://" + a.String()
-	case c := <-code:
-		t.Fatalf("serve exited with %d: %s", c, stderr.String())
-	}
+	srv := clitest.Start(t, path)
+	base := srv.Gateway
 	for _, tc := range []struct {
 		path string
 		want int
@@ -71,6 +54,5 @@ rules: [{name: a, algorithm: gcra, limit: 100, period: 1s}]
 			t.Errorf("%s: upstream Host %q, want its own %q (host: upstream)", tc.path, h, up.Listener.Addr())
 		}
 	}
-	cancel()
-	<-code
+	srv.Stop()
 }
