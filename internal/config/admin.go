@@ -52,11 +52,7 @@ func (d *decoder) admin(n *yaml.Node, a *Admin) {
 				a.ShowKeys = b
 			}
 		case "token_file":
-			if s, ok := d.str(v, p); ok {
-				if s == "" {
-					d.add(v, p, "want the path of a file holding the token")
-					return
-				}
+			if s, ok := d.nonEmpty(v, p, "want the path of a file holding the token"); ok {
 				a.TokenFile = s
 			}
 		}

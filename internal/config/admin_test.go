@@ -35,6 +35,7 @@ func TestAdminSection(t *testing.T) {
 	}
 	for _, c := range []struct{ yaml, want string }{
 		{"admin: {api: true}\n", "f.yaml:3:8: admin.token_file: missing"},
+		{"admin: {api: true, token_file: ''}\n", "f.yaml:3:32: admin.token_file: want the path of a file holding the token"},
 		{"server: {admin: '0.0.0.0:9090'}\nadmin: {api: true, token_file: t}\n", "f.yaml:4:8: admin.api: the admin API would be reachable from the network: the admin listener 0.0.0.0:9090 is not a loopback address"},
 		{"server: {admin: ':9090'}\nadmin: {api: true, token_file: t}\n", "admin.api: the admin API would be reachable from the network: the admin listener :9090 is not a loopback address"},
 		{"server: {admin: 'off'}\nadmin: {api: true, token_file: t}\n", "admin.api: needs the admin listener"},

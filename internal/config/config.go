@@ -172,11 +172,7 @@ func (d *decoder) accessLog(n *yaml.Node) *AccessLog {
 		p := "log.access." + k
 		switch k {
 		case "output":
-			if s, ok := d.str(v, p); ok {
-				if s == "" {
-					d.add(v, p, "want stdout or the path of a file")
-					return
-				}
+			if s, ok := d.nonEmpty(v, p, "want stdout or the path of a file"); ok {
 				a.Output, seen = s, true
 			}
 		case "lines_per_second":

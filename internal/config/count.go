@@ -48,11 +48,7 @@ func (d *decoder) count(n *yaml.Node, path string) *httplimit.CountOn {
 				}
 			}
 		case "header":
-			if s, ok := d.str(v, p); ok {
-				if s == "" {
-					d.add(v, p, "want a header name such as Sluice-Count, got \"\"")
-					return
-				}
+			if s, ok := d.nonEmpty(v, p, `want a header name such as Sluice-Count, got ""`); ok {
 				c.Header = s // the rule's validation checks the name
 			}
 		case "mode":

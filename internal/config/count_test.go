@@ -45,6 +45,7 @@ func TestCountProblems(t *testing.T) {
 		{"empty", "{mode: after}", "rules[0].count: want a status"},
 		{"bad mode", "{status: 401, mode: later}", "rules[0].count.mode: want after or reserve"},
 		{"bad header", "{header: 'Bad Header'}", "rules[0].count: rule \"a\": count header"},
+		{"empty header", "{status: 401, header: ''}", `count.yaml:7:34: rules[0].count.header: want a header name such as Sluice-Count, got ""`},
 		{"unknown field", "{statuses: [401]}", "rules[0].count.statuses"},
 		{"reserve on a window", "", ""},
 	} {

@@ -91,11 +91,7 @@ func (d *decoder) lists(n *yaml.Node, c *Config) {
 				}
 				li.Keys = accesslist.NewKeySet(ss)
 			case "cidrs_file", "keys_file":
-				if s, ok := d.str(v, p); ok {
-					if s == "" {
-						d.add(v, p, "want the path of a file, got an empty string")
-						return
-					}
+				if s, ok := d.nonEmpty(v, p, "want the path of a file, got an empty string"); ok {
 					c.listFiles = append(c.listFiles, listFile{list: li, path: s, field: p, keys: key == "keys_file"})
 					// Empty until ParseFile reads the file.
 					if key == "keys_file" {

@@ -32,6 +32,9 @@ rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`,
 			[]string{`:2:35: lists.a.cidrs[1]: "10.0.0.0/33" is not a CIDR`, `lists.a.cidrs[2]: "10.1.0.0/8" has bits set beyond its /8; did you mean 10.0.0.0/8?`, `lists.a.cidrs[3]: "nope" is not an IP address or CIDR`}},
 		{"inline and file", `lists: { a: { cidrs: [10.0.0.0/8], cidrs_file: a.txt } }
 rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`, []string{"lists.a.cidrs_file: a list takes one of cidrs, cidrs_file, keys and keys_file; this one also has cidrs"}},
+		{"empty file names", `lists: { a: { cidrs_file: '' }, b: { keys_file: '', key: header:K } }
+rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s }]`,
+			[]string{":2:27: lists.a.cidrs_file: want the path of a file, got an empty string", ":2:49: lists.b.keys_file: want the path of a file, got an empty string"}},
 		{"keys without key", `lists: { a: { keys: [k] }, b: { cidrs: ["::/0"], key: header:K }, c: { keys: [k], key: ip }, d: {} }
 rules: [{ name: r, algorithm: gcra, limit: 1, period: 1s, allow: [a] }]`,
 			[]string{"lists.b.key: only for keys", "lists.c.key: want the request attribute", "lists.d: missing: want one of cidrs",

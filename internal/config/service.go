@@ -124,11 +124,7 @@ func (d *decoder) service(n *yaml.Node, s *Service) {
 		case "merge_domains":
 			s.MergeDomains, _ = d.boolean(v, p)
 		case "anchor":
-			if a, ok := d.str(v, p); ok {
-				if a == "" {
-					d.add(v, p, "want the key of a descriptor entry whose value is the billing anchor, such as billing_anchor")
-					return
-				}
+			if a, ok := d.nonEmpty(v, p, "want the key of a descriptor entry whose value is the billing anchor, such as billing_anchor"); ok {
 				s.Anchor = a
 			}
 		case "deny":

@@ -46,10 +46,8 @@ func (d *decoder) tracing(n *yaml.Node) *Tracing {
 			}
 			t.SampleRatio = r
 		case "service_name":
-			if s, ok := d.str(v, p); ok && s != "" {
+			if s, ok := d.nonEmpty(v, p, "want a name, such as sluice-edge"); ok {
 				t.ServiceName = s
-			} else if ok {
-				d.add(v, p, "want a name, such as sluice-edge")
 			}
 		}
 	})

@@ -293,6 +293,17 @@ func (d *decoder) str(n *yaml.Node, path string) (string, bool) {
 	return n.Value, true
 }
 
+// nonEmpty decodes a string that must not be empty. An empty one is
+// reported at n with the message empty, which says what the field wants.
+func (d *decoder) nonEmpty(n *yaml.Node, path, empty string) (string, bool) {
+	s, ok := d.str(n, path)
+	if ok && s == "" {
+		d.add(n, path, "%s", empty)
+		return "", false
+	}
+	return s, ok
+}
+
 func (d *decoder) integer(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
 	n = resolve(n)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
