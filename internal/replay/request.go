@@ -158,11 +158,14 @@ func checkTarget(t []byte) error {
 	}
 	switch {
 	case t[0] == '/':
+		if bytes.IndexByte(t, '%') < 0 {
+			return nil
+		}
 		path := t
 		if i := bytes.IndexByte(t, '?'); i >= 0 {
 			path = t[:i] // the query's escapes are read, if ever, by the application
 		}
-		if bytes.IndexByte(path, '%') >= 0 && !escapesComplete(path) {
+		if !escapesComplete(path) {
 			return errTarget
 		}
 		return nil
