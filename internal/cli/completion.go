@@ -6,6 +6,8 @@ import (
 	"io"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/internal/replay"
 )
 
 const completionUsage = `Usage: sluice completion bash|zsh|fish
@@ -95,7 +97,7 @@ func commandTable() []cliCommand {
 			}},
 		{name: "check-config", summary: "validate a config file", arg: argFile},
 		{name: "replay", summary: "decide access logs with a config file's rules", flags: replayFlagSet, arg: argFiles,
-			values: map[string][]string{"format": {"combined", "json", "envoy"}}},
+			values: map[string][]string{"format": replay.FormatNames()}},
 		adminCommandSpec("client", "per-client overrides, through the admin API"),
 		adminCommandSpec("key", "look at or reset a key, through the admin API"),
 		adminCommandSpec("descriptor", "a descriptor of the rate-limit service, through the admin API"),

@@ -29,8 +29,9 @@ and store are not used. See docs/replay.md.
 
 Formats: combined (nginx's and Apache's, and nginx's "main" with
 X-Forwarded-For after the user agent), json (one object per line; field
-names per --json-fields, nginx's variable names by default) and envoy
-(Envoy's default access log format).
+names per --json-fields, nginx's variable names by default), envoy
+(Envoy's default access log format) and istio (that of Istio's proxies,
+which logs the client's address).
 
 Flags:
 `
@@ -47,7 +48,7 @@ type replayArgs struct {
 // from here too).
 func replayFlags(fs *flag.FlagSet, a *replayArgs) {
 	fs.StringVar(&a.config, "config", "", "the config `FILE` whose rules decide (required)")
-	fs.StringVar(&a.format, "format", "combined", "the logs' `FORMAT`: combined, json or envoy")
+	fs.StringVar(&a.format, "format", "combined", "the logs' `FORMAT`: combined, json, envoy or istio")
 	fs.BoolVar(&a.asJSON, "json", false, "print the report as one JSON document")
 	fs.StringVar(&a.html, "html", "", "also write the report, with plots, to `FILE` (one self-contained HTML file)")
 	fs.BoolVar(&a.suggest, "suggest", false, "report each client's peak rate per rule and the limits it suggests")
@@ -93,7 +94,7 @@ func replayCmd(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	format, err := replay.ParseFormat(a.format)
 	if err != nil {
-		return c.fail("--format %q: want combined, json or envoy", a.format)
+		return c.fail("--format %s", strings.TrimPrefix(err.Error(), replay.ErrUsage.Error()+": unknown log format "))
 	}
 	fields, err := replay.ParseJSONFields(a.jsonFields)
 	if err != nil {

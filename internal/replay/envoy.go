@@ -15,9 +15,42 @@ import "bytes"
 // before it are the X-Forwarded-For the request came with, for
 // configurations that trust proxies. Times are those
 // the requests started, in milliseconds.
+//
+// Istio's default format (since Istio 1.9) is Envoy's with fields added:
+//
+//	[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%"
+//	%RESPONSE_CODE% %RESPONSE_FLAGS% %RESPONSE_CODE_DETAILS% %CONNECTION_TERMINATION_DETAILS%
+//	"%UPSTREAM_TRANSPORT_FAILURE_REASON%" %BYTES_RECEIVED% %BYTES_SENT% %DURATION%
+//	%RESP(X-ENVOY-UPSTREAM-SERVICE-TIME)% "%REQ(X-FORWARDED-FOR)%" "%REQ(USER-AGENT)%"
+//	"%REQ(X-REQUEST-ID)%" "%REQ(:AUTHORITY)%" "%UPSTREAM_HOST%" %UPSTREAM_CLUSTER%
+//	%UPSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_LOCAL_ADDRESS% %DOWNSTREAM_REMOTE_ADDRESS%
+//	%REQUESTED_SERVER_NAME% %ROUTE_NAME%
+//
+// It logs the downstream address, which is the connection's; an address
+// Envoy appended to X-Forwarded-For (the same as the downstream's) is
+// removed from the header, as for Envoy's format. Fields after the
+// downstream address are not read.
 
-// envoyParser parses Envoy's default format.
-type envoyParser struct{}
+// envoyLayout says which fields follow a line's request line, and which of
+// them replay reads (by their index; -1 for none).
+type envoyLayout struct {
+	// fields has a byte per field: 'u' for one unquoted, 'q' for one in
+	// double quotes.
+	fields                                     string
+	status, xff, ua, id, authority, downstream int
+}
+
+var (
+	envoyDefault = envoyLayout{fields: "uuuuuuqqqqq", status: 0, xff: 6, ua: 7, id: 8, authority: 9, downstream: -1}
+	istioDefault = envoyLayout{fields: "uuuuquuuuqqqqquuuu", status: 0, xff: 9, ua: 10, id: 11, authority: 12, downstream: 17}
+)
+
+// maxEnvoyFields is the most fields a layout has after the request line.
+const maxEnvoyFields = 18
+
+// envoyParser parses Envoy's default format, or Istio's with layout
+// istioDefault.
+type envoyParser struct{ layout *envoyLayout }
 
 func (envoyParser) timeOf(line []byte) (int64, error) {
 	t, _, err := envoyTime(line)
@@ -41,7 +74,7 @@ func envoyTime(line []byte) (int64, int, error) {
 	return t, end, nil
 }
 
-func (envoyParser) parse(line []byte, req *Request) error {
+func (p envoyParser) parse(line []byte, req *Request) error {
 	req.reset()
 	t, end, err := envoyTime(line)
 	if err != nil {
@@ -57,53 +90,92 @@ func (envoyParser) parse(line []byte, req *Request) error {
 	if !ok {
 		return errSyntax
 	}
-	// Six unquoted fields: code, flags, bytes received and sent, duration
-	// and the upstream's service time.
-	var fields [6][]byte
-	for k := range fields {
+	lay := p.layout
+	if lay == nil {
+		lay = &envoyDefault
+	}
+	var fields [maxEnvoyFields][]byte
+	for k := 0; k < len(lay.fields); k++ {
 		if i >= len(line) || line[i] != ' ' {
 			return errSyntax
 		}
 		i++
-		start := i
-		for i < len(line) && line[i] != ' ' {
-			i++
+		if lay.fields[k] == 'q' {
+			if i >= len(line) || line[i] != '"' {
+				return errSyntax
+			}
+			if fields[k], i, ok = quoted(line, i, req); !ok {
+				return errSyntax
+			}
+		} else {
+			start := i
+			for i < len(line) && line[i] != ' ' {
+				i++
+			}
+			if i == start {
+				return errSyntax // Envoy logs "-" for a field without a value
+			}
+			fields[k] = line[start:i]
 		}
-		fields[k] = line[start:i]
+		if len(fields[k]) == 1 && fields[k][0] == '-' {
+			fields[k] = nil
+		}
 	}
-	status, err := parseStatus(fields[0])
+	status, err := parseStatus(fields[lay.status])
 	if err != nil {
 		return err
 	}
 	req.Status = status
-	var quotedFields [5][]byte
-	for k := range quotedFields {
-		if i+1 >= len(line) || line[i] != ' ' || line[i+1] != '"' {
-			return errSyntax
-		}
-		if quotedFields[k], i, ok = quoted(line, i+1, req); !ok {
-			return errSyntax
-		}
-		if len(quotedFields[k]) == 1 && quotedFields[k][0] == '-' {
-			quotedFields[k] = nil
-		}
-	}
 	if err := parseRequestLine(reqLine, req); err != nil {
 		return err
 	}
-	// The last address of X-Forwarded-For is the connection's, which
-	// Envoy appended; the rest is the header as the request came.
-	xff := quotedFields[0]
-	if len(xff) > 0 {
-		last, sent := xff, []byte(nil)
-		if c := lastIndexByte(xff, ','); c >= 0 {
-			last, sent = xff[c+1:], xff[:c]
+	xff := fields[lay.xff]
+	var down []byte
+	if lay.downstream >= 0 {
+		down = fields[lay.downstream]
+	}
+	if len(down) > 0 {
+		// The connection's address is logged. Envoy appended it to
+		// X-Forwarded-For when it uses the remote address: the rest is the
+		// header as the request came.
+		req.Client = down
+		if last, sent := splitLast(xff); bytes.Equal(last, hostOf(down)) {
+			xff = sent
 		}
-		req.Client = trimSpace(last)
+		req.addHeader("X-Forwarded-For", trimSpace(xff))
+	} else if len(xff) > 0 {
+		// The last address of X-Forwarded-For is the connection's, which
+		// Envoy appended; the rest is the header as the request came.
+		last, sent := splitLast(xff)
+		req.Client = last
 		req.addHeader("X-Forwarded-For", trimSpace(sent))
 	}
-	req.addHeader("User-Agent", quotedFields[1])
-	req.addHeader("X-Request-Id", quotedFields[2])
-	req.Host = quotedFields[3]
+	req.addHeader("User-Agent", fields[lay.ua])
+	req.addHeader("X-Request-Id", fields[lay.id])
+	req.Host = fields[lay.authority]
 	return nil
+}
+
+// splitLast splits an X-Forwarded-For value into its last address and the
+// addresses before it, each without surrounding spaces.
+func splitLast(xff []byte) (last, before []byte) {
+	if c := lastIndexByte(xff, ','); c >= 0 {
+		return trimSpace(xff[c+1:]), trimSpace(xff[:c])
+	}
+	return trimSpace(xff), nil
+}
+
+// hostOf returns the address of an "address:port" as Envoy logs one
+// ("192.0.2.1:443", "[2001:db8::1]:443"), or a as it is without a port.
+func hostOf(a []byte) []byte {
+	if len(a) > 0 && a[0] == '[' {
+		if j := bytes.IndexByte(a, ']'); j > 0 {
+			return a[1:j]
+		}
+		return a
+	}
+	if c := bytes.IndexByte(a, ':'); c >= 0 && c == lastIndexByte(a, ':') {
+		return a[:c]
+	}
+	return a
 }

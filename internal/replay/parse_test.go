@@ -86,6 +86,51 @@ func header(r *Request, name string) string {
 	return ""
 }
 
+// TestParseIstio reads lines of Istio's default format: the downstream
+// address is the connection's, and the address Envoy appended to
+// X-Forwarded-For for it is not part of the header the request came with.
+func TestParseIstio(t *testing.T) {
+	const head = `[2026-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 `
+	const mid = ` "curl/8.5.0" "84961386-6d84-929d-98bd-c5aee93b5c88" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin.foo.svc.cluster.local 10.44.1.23:37652 10.0.45.184:8000 `
+	p := envoyParser{layout: &istioDefault}
+	for _, tt := range []struct {
+		name, xff, down string
+		client, sent    string
+	}{
+		{name: "a sidecar", xff: `"-"`, down: "10.44.1.23:46520", client: "10.44.1.23:46520"},
+		{name: "a gateway that appends the address", xff: `"198.51.100.3, 203.0.113.5"`, down: "203.0.113.5:4242", client: "203.0.113.5:4242", sent: "198.51.100.3"},
+		{name: "a gateway that appends nothing", xff: `"198.51.100.3"`, down: "[2001:db8::7]:443", client: "[2001:db8::7]:443", sent: "198.51.100.3"},
+		{name: "IPv6, appended", xff: `"198.51.100.3,2001:db8::7"`, down: "[2001:db8::7]:443", client: "[2001:db8::7]:443", sent: "198.51.100.3"},
+		{name: "no downstream address", xff: `"198.51.100.3, 203.0.113.5"`, down: "-", client: "203.0.113.5", sent: "198.51.100.3"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			line := head + tt.xff + mid + tt.down + " outbound_.8000_._.httpbin.foo.svc.cluster.local default"
+			var req Request
+			if err := p.parse([]byte(line), &req); err != nil {
+				t.Fatal(err)
+			}
+			want := time.Date(2026, 11, 25, 21, 26, 18, 409e6, time.UTC).UnixNano()
+			if req.Time != want || string(req.Method) != "GET" || string(req.Target) != "/status/418" || req.Status != 418 || string(req.Host) != "httpbin:8000" || header(&req, "User-Agent") != "curl/8.5.0" {
+				t.Errorf("got %+v", req)
+			}
+			if string(req.Client) != tt.client || header(&req, "X-Forwarded-For") != tt.sent {
+				t.Errorf("client %q, X-Forwarded-For %q; want %q, %q", req.Client, header(&req, "X-Forwarded-For"), tt.client, tt.sent)
+			}
+		})
+	}
+	envoy := `[2016-04-15T20:17:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28" "nsq2http" "cc21d9b0-cf5c-432b-8c7e-98aeb7988cd2" "locations" "tcp://10.0.2.1:80"`
+	istio := head + `"-"` + mid + "10.44.1.23:46520 - default"
+	var req Request
+	for _, bad := range []string{envoy, head + `"-"` + mid, head + `"-" "curl/8.5.0"`} {
+		if err := p.parse([]byte(bad), &req); !errors.Is(err, errSyntax) {
+			t.Errorf("istio, %.50q...: got %v, want %v", bad, err, errSyntax)
+		}
+	}
+	if err := (envoyParser{}).parse([]byte(istio), &req); !errors.Is(err, errSyntax) {
+		t.Errorf("envoy, an Istio line: got %v, want %v", err, errSyntax)
+	}
+}
+
 func TestParseEnvoy(t *testing.T) {
 	line := `[2016-04-15T20:17:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "198.51.100.3, 10.0.35.28" "nsq2http" "cc21d9b0-cf5c-432b-8c7e-98aeb7988cd2" "locations" "tcp://10.0.2.1:80"`
 	var req Request
@@ -398,10 +443,13 @@ func FuzzParseJSON(f *testing.F) {
 
 func FuzzParseEnvoy(f *testing.F) {
 	f.Add([]byte(`[2016-04-15T20:17:00.310Z] "POST /api/v1/locations HTTP/2" 204 - 154 0 226 100 "10.0.35.28" "nsq2http" "cc21d9b0" "locations" "tcp://10.0.2.1:80"`))
+	f.Add([]byte(`[2026-11-25T21:26:18.409Z] "GET /status/418 HTTP/1.1" 418 - via_upstream - "-" 0 135 4 4 "198.51.100.3, 10.44.1.23" "curl/8.5.0" "8496" "httpbin:8000" "10.44.1.27:80" outbound|8000||httpbin 10.44.1.23:37652 10.0.45.184:8000 10.44.1.23:46520 - default`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		var req Request
-		if (envoyParser{}).parse(line, &req) == nil {
-			checkParsed(t, &req)
+		for _, p := range []envoyParser{{}, {layout: &istioDefault}} {
+			var req Request
+			if p.parse(line, &req) == nil {
+				checkParsed(t, &req)
+			}
 		}
 	})
 }

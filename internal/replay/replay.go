@@ -173,6 +173,8 @@ func newParser(f Format, fields JSONFields) (lineParser, error) {
 		return newJSONParser(fields), nil
 	case Envoy:
 		return envoyParser{}, nil
+	case Istio:
+		return envoyParser{layout: &istioDefault}, nil
 	}
 	return nil, fmt.Errorf("%w: unknown log format %v", ErrUsage, f)
 }

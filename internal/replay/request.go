@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 )
 
 // Format is an access log format.
@@ -23,9 +24,12 @@ const (
 	JSON
 	// Envoy is Envoy's default access log format.
 	Envoy
+	// Istio is the default access log format of Istio's proxies (Envoy's
+	// with the downstream address and other fields), since Istio 1.9.
+	Istio
 )
 
-var formatNames = [...]string{Combined: "combined", JSON: "json", Envoy: "envoy"}
+var formatNames = [...]string{Combined: "combined", JSON: "json", Envoy: "envoy", Istio: "istio"}
 
 // String returns the format's name, as ParseFormat takes it.
 func (f Format) String() string {
@@ -35,14 +39,18 @@ func (f Format) String() string {
 	return fmt.Sprintf("format(%d)", f)
 }
 
-// ParseFormat parses "combined", "json" or "envoy".
+// FormatNames returns the names of the formats, as ParseFormat takes them,
+// in the order of the Format constants.
+func FormatNames() []string { return formatNames[:] }
+
+// ParseFormat parses "combined", "json", "envoy" or "istio".
 func ParseFormat(s string) (Format, error) {
 	for i, n := range formatNames {
 		if s == n {
 			return Format(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown log format %q (want combined, json or envoy)", ErrUsage, s)
+	return 0, fmt.Errorf("%w: unknown log format %q: want %s", ErrUsage, s, orList(formatNames[:]))
 }
 
 // ErrUsage reports options replay cannot run with.
@@ -286,4 +294,12 @@ func trimSpace(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
