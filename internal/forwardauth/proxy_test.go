@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/httplimit"
 	"github.com/sluicehq/sluice/internal/config"
 	"github.com/sluicehq/sluice/internal/forwardauth"
+	"github.com/sluicehq/sluice/internal/proxytest"
 	"github.com/sluicehq/sluice/memstore"
 )
 
@@ -36,22 +35,6 @@ const (
 	exampleSluice   = "127.0.0.1:8083"
 	exampleUpstream = "127.0.0.1:3000"
 )
-
-// needProxy returns the path of the named binary, or skips the test when
-// it is missing (fails instead with SLUICE_REQUIRE_PROXIES=1, as in CI).
-func needProxy(t *testing.T, name string, alt ...string) string {
-	t.Helper()
-	for _, n := range append([]string{name}, alt...) {
-		if p, err := exec.LookPath(n); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("SLUICE_REQUIRE_PROXIES") == "1" {
-		t.Fatalf("%s is not installed, and SLUICE_REQUIRE_PROXIES=1", name)
-	}
-	t.Skipf("%s is not installed; install it (apt-get install %s) to run this test", name, name)
-	return ""
-}
 
 // upstream is the API behind the proxy: it answers 200 and remembers the
 // headers of the requests it saw.
@@ -125,17 +108,6 @@ func startSluice(t *testing.T, path string) string {
 	return srv.Listener.Addr().String()
 }
 
-// freeAddr returns a loopback address that was free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // writeExample copies the example file with its addresses replaced.
 func writeExample(t *testing.T, src, dst string, addrs map[string]string) {
 	t.Helper()
@@ -154,86 +126,34 @@ func writeExample(t *testing.T, src, dst string, addrs map[string]string) {
 	}
 }
 
-// startProcess starts cmd in its own process group, stops it at the end
-// of the test (SIGTERM, which nginx's master passes on to its workers;
-// SIGKILL to the group if it lingers), and waits until addr accepts
-// connections.
-func startProcess(t *testing.T, cmd *exec.Cmd, addr string) {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "output.log")
-	out, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	out.Close()
-	output := func() string { b, _ := os.ReadFile(logPath); return string(b) }
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s output:\n%s", filepath.Base(cmd.Path), output())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			done <- err
-			t.Fatalf("%s exited: %v\n%s", filepath.Base(cmd.Path), err, output())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s is not listening on %s after 30s:\n%s", filepath.Base(cmd.Path), addr, output())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func TestCaddy(t *testing.T) {
-	caddy := needProxy(t, "caddy")
+	caddy := proxytest.Need(t, "caddy")
 	up := newUpstream(t)
 	sluiceAddr := startSluice(t, "../../examples/caddy/sluice.yaml")
 	dir := t.TempDir()
-	proxy := freeAddr(t)
+	proxy := proxytest.FreeAddr(t)
 	file := filepath.Join(dir, "Caddyfile")
 	writeExample(t, "../../examples/caddy/Caddyfile", file, map[string]string{
 		exampleProxy: proxy, exampleSluice: sluiceAddr, exampleUpstream: up.srv.Listener.Addr().String(),
 	})
 	cmd := exec.Command(caddy, "run", "--config", file, "--adapter", "caddyfile")
 	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+dir, "XDG_CONFIG_HOME="+dir)
-	startProcess(t, cmd, proxy)
+	proxytest.Start(t, cmd, proxy)
 	checkProxy(t, "http://"+proxy, up, true)
 }
 
 func TestNginx(t *testing.T) {
-	nginx := needProxy(t, "nginx", "/usr/sbin/nginx")
+	nginx := proxytest.Need(t, "nginx", "/usr/sbin/nginx")
 	up := newUpstream(t)
 	sluiceAddr := startSluice(t, "../../examples/nginx/sluice.yaml")
 	dir := t.TempDir()
-	proxy := freeAddr(t)
+	proxy := proxytest.FreeAddr(t)
 	file := filepath.Join(dir, "nginx.conf")
 	writeExample(t, "../../examples/nginx/nginx.conf", file, map[string]string{
 		exampleProxy: proxy, exampleSluice: sluiceAddr, exampleUpstream: up.srv.Listener.Addr().String(),
 	})
 	cmd := exec.Command(nginx, "-p", dir, "-c", file, "-e", "stderr", "-g", "daemon off;")
-	startProcess(t, cmd, proxy)
+	proxytest.Start(t, cmd, proxy)
 	checkProxy(t, "http://"+proxy, up, false)
 }
 
