@@ -38,7 +38,7 @@ func TestComplete(t *testing.T) {
 		{[]string{"serve", "--nope", ""}, nil, false},
 		{[]string{"check-config", ""}, nil, true},
 		{[]string{"check-config", "a.yaml", ""}, nil, false},
-		{[]string{"replay", "--format", ""}, []string{"combined", "json", "envoy", "istio"}, false},
+		{[]string{"replay", "--format", ""}, []string{"combined", "json", "envoy", "istio", "caddy"}, false},
 		{[]string{"replay", "--html", ""}, nil, true},
 		{[]string{"replay", "--config", "a.yaml", "access.log", ""}, nil, true},
 		{[]string{"client", ""}, []string{"list", "show", "set-tier", "set-limit", "set-anchor", "remove"}, false},

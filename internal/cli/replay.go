@@ -30,8 +30,8 @@ and store are not used. See docs/replay.md.
 Formats: combined (nginx's and Apache's, and nginx's "main" with
 X-Forwarded-For after the user agent), json (one object per line; field
 names per --json-fields, nginx's variable names by default), envoy
-(Envoy's default access log format) and istio (that of Istio's proxies,
-which logs the client's address).
+(Envoy's default access log format), istio (that of Istio's proxies,
+which logs the client's address) and caddy (Caddy's JSON access log).
 
 Flags:
 `
@@ -48,7 +48,7 @@ type replayArgs struct {
 // from here too).
 func replayFlags(fs *flag.FlagSet, a *replayArgs) {
 	fs.StringVar(&a.config, "config", "", "the config `FILE` whose rules decide (required)")
-	fs.StringVar(&a.format, "format", "combined", "the logs' `FORMAT`: combined, json, envoy or istio")
+	fs.StringVar(&a.format, "format", "combined", "the logs' `FORMAT`: combined, json, envoy, istio or caddy")
 	fs.BoolVar(&a.asJSON, "json", false, "print the report as one JSON document")
 	fs.StringVar(&a.html, "html", "", "also write the report, with plots, to `FILE` (one self-contained HTML file)")
 	fs.BoolVar(&a.suggest, "suggest", false, "report each client's peak rate per rule and the limits it suggests")

@@ -105,7 +105,7 @@ func TestReplayCommandErrors(t *testing.T) {
 	}{
 		{[]string{"-"}, 2, "sluice replay: want --config FILE"},
 		{[]string{"--config", cfg}, 2, "want at least one LOG"},
-		{[]string{"--config", cfg, "--format", "w3c", "-"}, 2, `--format "w3c": want combined, json, envoy or istio`},
+		{[]string{"--config", cfg, "--format", "w3c", "-"}, 2, `--format "w3c": want combined, json, envoy, istio or caddy`},
 		{[]string{"--config", cfg, "--max-clients-limited", "2", "-"}, 2, "want a share from 0% to 100%"},
 		{[]string{"--config", cfg, "--json-fields", "colour=x", "-"}, 2, `json field role "colour"`},
 		{[]string{"--config", cfg, "--tolerance", "-1s", "-"}, 2, "--tolerance -1s"},

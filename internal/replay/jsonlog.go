@@ -101,7 +101,7 @@ type jsonParser struct {
 	byField map[string]string
 	// httpNames caches the header names of "http_" fields, up to
 	// maxHTTPNames of them.
-	httpNames map[string]string
+	httpNames headerNames
 	tmp       Request // for timeOf
 }
 
@@ -124,7 +124,7 @@ func (p *jsonParser) isTime(k string) bool {
 }
 
 func newJSONParser(f JSONFields) *jsonParser {
-	p := &jsonParser{f: f.withDefaults(), byField: map[string]string{}, httpNames: map[string]string{}}
+	p := &jsonParser{f: f.withDefaults(), byField: map[string]string{}, httpNames: headerNames{}}
 	for h, field := range f.Headers {
 		p.byField[field] = h
 	}
@@ -133,102 +133,128 @@ func newJSONParser(f JSONFields) *jsonParser {
 
 func (p *jsonParser) parse(line []byte, req *Request) error {
 	req.reset()
-	var method, path, reqLine, status []byte
-	var haveTime bool
-	i := skipWS(line, 0)
-	if i >= len(line) || line[i] != '{' {
-		return errJSON
-	}
-	i = skipWS(line, i+1)
-	if i < len(line) && line[i] == '}' {
-		i++
-	} else {
-		for {
-			if i >= len(line) || line[i] != '"' {
-				return errJSON
-			}
-			key, j, ok := jsonString(line, i, req)
-			if !ok {
-				return errJSON
-			}
-			i = skipWS(line, j)
-			if i >= len(line) || line[i] != ':' {
-				return errJSON
-			}
-			i = skipWS(line, i+1)
-			var v []byte
-			if v, i, ok = jsonValue(line, i, req); !ok {
-				return errJSON
-			}
-			if len(v) == 0 || len(v) == 1 && v[0] == '-' {
-				v = nil
-			}
-			switch k := string(key); {
-			case v == nil:
-			case !haveTime && p.isTime(k):
-				t, ok := parseAnyTime(v)
-				if !ok {
-					return errTime
-				}
-				req.Time, haveTime = t, true
-			case k == p.f.Client:
-				req.Client = v
-			case k == p.f.Method:
-				method = v
-			case k == p.f.Path:
-				path = v
-			case k == p.f.Request:
-				reqLine = v
-			case k == p.f.Host:
-				req.Host = v
-			case k == p.f.Status:
-				status = v
-			default:
-				if h, ok := p.byField[k]; ok {
-					req.addHeader(h, v)
-				} else if h := p.httpName(key); h != "" {
-					req.addHeader(h, v)
-				}
-			}
-			i = skipWS(line, i)
-			if i < len(line) && line[i] == ',' {
-				i = skipWS(line, i+1)
-				continue
-			}
-			if i < len(line) && line[i] == '}' {
-				i++
-				break
-			}
-			return errJSON
+	var f jsonFound
+	end, err := eachField(line, 0, req, func(key []byte, i int) (int, error) {
+		v, j, ok := jsonValue(line, i, req)
+		if !ok {
+			return 0, errJSON
 		}
+		if len(v) == 0 || len(v) == 1 && v[0] == '-' {
+			v = nil
+		}
+		switch k := string(key); {
+		case v == nil:
+		case !f.haveTime && p.isTime(k):
+			t, ok := parseAnyTime(v)
+			if !ok {
+				return 0, errTime
+			}
+			req.Time, f.haveTime = t, true
+		case k == p.f.Client:
+			req.Client = v
+		case k == p.f.Method:
+			f.method = v
+		case k == p.f.Path:
+			f.path = v
+		case k == p.f.Request:
+			f.reqLine = v
+		case k == p.f.Host:
+			req.Host = v
+		case k == p.f.Status:
+			f.status = v
+		default:
+			if h, ok := p.byField[k]; ok {
+				req.addHeader(h, v)
+			} else if h := p.httpName(key); h != "" {
+				req.addHeader(h, v)
+			}
+		}
+		return j, nil
+	})
+	if err != nil {
+		return err
 	}
-	if skipWS(line, i) != len(line) {
+	if skipWS(line, end) != len(line) {
 		return errJSON
 	}
-	if !haveTime {
+	return f.finish(req)
+}
+
+// jsonFound is what a JSON line gave besides what is set in its Request
+// as it is read.
+type jsonFound struct {
+	haveTime                      bool
+	method, path, reqLine, status []byte
+}
+
+// finish checks what a JSON line gave and completes req with it.
+func (f *jsonFound) finish(req *Request) error {
+	if !f.haveTime {
 		return errMissingTime
 	}
-	if status != nil {
-		s, err := parseStatus(status)
+	if f.status != nil {
+		s, err := parseStatus(f.status)
 		if err != nil {
 			return err
 		}
 		req.Status = s
 	}
 	switch {
-	case method != nil && path != nil:
-		if !isToken(method) {
+	case f.method != nil && f.path != nil:
+		if !isToken(f.method) {
 			return errMethod
 		}
-		if err := checkTarget(path); err != nil {
+		if err := checkTarget(f.path); err != nil {
 			return err
 		}
-		req.Method, req.Target = method, path
+		req.Method, req.Target = f.method, f.path
 		return nil
-	case reqLine != nil:
-		return parseRequestLine(reqLine, req)
+	case f.reqLine != nil:
+		return parseRequestLine(f.reqLine, req)
 	}
 	return errMissingReq
+}
+
+// eachField reads the JSON object at b[i] (after spaces), calling f with
+// each field's key and the index of its value; f returns the index after
+// the value, or an error that ends the reading. eachField returns the
+// index after the object, or f's error, or errJSON for an object that is
+// not well formed.
+func eachField(b []byte, i int, req *Request, f func(key []byte, i int) (int, error)) (int, error) {
+	i = skipWS(b, i)
+	if i >= len(b) || b[i] != '{' {
+		return 0, errJSON
+	}
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		if i >= len(b) || b[i] != '"' {
+			return 0, errJSON
+		}
+		key, j, ok := jsonString(b, i, req)
+		if !ok {
+			return 0, errJSON
+		}
+		i = skipWS(b, j)
+		if i >= len(b) || b[i] != ':' {
+			return 0, errJSON
+		}
+		var err error
+		if i, err = f(key, skipWS(b, i+1)); err != nil {
+			return 0, err
+		}
+		i = skipWS(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = skipWS(b, i+1)
+			continue
+		}
+		if i < len(b) && b[i] == '}' {
+			return i + 1, nil
+		}
+		return 0, errJSON
+	}
 }
 
 // httpName returns the header name of an "http_NAME" field, or "".
@@ -245,12 +271,22 @@ func (p *jsonParser) httpName(key []byte) string {
 			name[i] = '-'
 		}
 	}
-	if !isToken(name) {
-		return ""
+	return p.httpNames.add(key, name)
+}
+
+// headerNames maps the keys of a log's fields to the canonical header
+// names they hold ("" for none), for up to maxHTTPNames keys.
+type headerNames map[string]string
+
+// add returns the canonical form of the header name name, or "" if name
+// is none, and remembers it for key if there is room.
+func (c headerNames) add(key, name []byte) string {
+	h := ""
+	if isToken(name) {
+		h = textproto.CanonicalMIMEHeaderKey(string(name))
 	}
-	h := textproto.CanonicalMIMEHeaderKey(string(name))
-	if len(p.httpNames) < maxHTTPNames {
-		p.httpNames[string(key)] = h
+	if len(c) < maxHTTPNames {
+		c[string(key)] = h
 	}
 	return h
 }

@@ -153,6 +153,9 @@ func writeLog(t *testing.T, f Format, hs []hit) []byte {
 		case Envoy:
 			fmt.Fprintf(&b, "[%s] \"%s %s HTTP/1.1\" 200 - 0 12 3 2 \"%s\" \"test\" \"id-1\" \"api.example.com\" \"10.0.0.1:80\"\n",
 				h.at.Format("2006-01-02T15:04:05.000Z"), h.method, h.target, h.client)
+		case Caddy:
+			fmt.Fprintf(&b, `{"level":"info","ts":%d.%09d,"logger":"http.log.access.log0","msg":"handled request","request":{"remote_ip":%q,"remote_port":"51000","proto":"HTTP/1.1","method":%q,"host":"api.example.com","uri":%q,"headers":{"User-Agent":["test"],"Accept":["*/*"]}},"duration":0.001,"size":12,"status":200}`+"\n",
+				h.at.Unix(), h.at.Nanosecond(), h.client, h.method, h.target)
 		case Istio:
 			fmt.Fprintf(&b, "[%s] \"%s %s HTTP/1.1\" 200 - via_upstream - \"-\" 0 12 3 2 \"%s\" \"test\" \"id-1\" \"api.example.com\" \"10.0.0.1:80\" inbound|80|| 127.0.0.6:41000 10.0.0.1:80 %s:51000 outbound_.80_._.api default\n",
 				h.at.Format("2006-01-02T15:04:05.000Z"), h.method, h.target, h.client, h.client)
@@ -195,7 +198,7 @@ func TestKnownTraffic(t *testing.T) {
 		t.Fatalf("model: across the minute's boundary the fixed window admits %d and the sliding log %d; want 20 and 10", a, b)
 	}
 	cfg := loadTestConfig(t, "testdata/known.yaml")
-	for _, f := range []Format{Combined, JSON, Envoy, Istio} {
+	for _, f := range []Format{Combined, JSON, Envoy, Istio, Caddy} {
 		t.Run(f.String(), func(t *testing.T) {
 			var outcomes []httplimit.Outcome
 			var delays []time.Duration

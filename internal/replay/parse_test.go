@@ -86,6 +86,46 @@ func header(r *Request, name string) string {
 	return ""
 }
 
+// TestParseCaddy reads lines of Caddy's JSON access log, as Caddy 2.6
+// writes them and with the fields later versions add.
+func TestParseCaddy(t *testing.T) {
+	p := newCaddyParser()
+	var req Request
+	line := `{"level":"info","ts":1795721148.4294543,"logger":"http.log.access.log0","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"49776","client_ip":"198.51.100.9","proto":"HTTP/1.1","method":"GET","host":"api.example.com:8080","uri":"/api/a%20b?x=1","headers":{"User-Agent":["ua \"x\""],"Accept":["*/*"],"X-Forwarded-For":["1.2.3.4","5.6.7.8"],"X-Empty":[],"Bad Name":["x"],"X-Esc":["a\u00e9","b\\c","d"]},"tls":{"resumed":false}},"user_id":"","duration":0.000022093,"size":2,"status":429,"resp_headers":{"Server":["Caddy"]}}`
+	if err := p.parse([]byte(line), &req); err != nil {
+		t.Fatal(err)
+	}
+	if req.Time != 1795721148429454300 || string(req.Client) != "127.0.0.1" || string(req.Method) != "GET" || string(req.Target) != "/api/a%20b?x=1" || string(req.Host) != "api.example.com:8080" || req.Status != 429 {
+		t.Errorf("got time %d, client %q, %q %q, host %q, status %d", req.Time, req.Client, req.Method, req.Target, req.Host, req.Status)
+	}
+	for name, want := range map[string]string{"User-Agent": `ua "x"`, "Accept": "*/*", "X-Forwarded-For": "1.2.3.4, 5.6.7.8", "X-Empty": "", "Bad Name": "", "X-Esc": `aé, b\c, d`} {
+		if got := header(&req, name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	for _, tt := range []struct {
+		line string
+		err  error
+	}{
+		{`{"ts":"2026-11-26T10:00:00Z","request":{"method":"GET","uri":"/"},"status":200}`, nil},
+		{`{"ts":1795721148,"request":{"method":"GET","uri":"/"}}`, nil},
+		{`{"request":{"method":"GET","uri":"/"}}`, errMissingTime},
+		{`{"ts":"yesterday","request":{"method":"GET","uri":"/"}}`, errTime},
+		{`{"ts":1795721148,"msg":"handled request"}`, errMissingReq},
+		{`{"ts":1795721148,"request":null}`, errMissingReq},
+		{`{"ts":1795721148,"request":{"method":"GET","uri":"/api/%zz"}}`, errTarget},
+		{`{"ts":1795721148,"request":{"method":"G ET","uri":"/"}}`, errMethod},
+		{`{"ts":1795721148,"request":{"method":"GET","uri":"/","headers":{"A":"b"}}}`, errJSON},
+		{`{"ts":1795721148,"request":{"method":"GET","uri":"/"}`, errJSON},
+		{`{"ts":1795721148,"request":{"method":"GET","uri":"/"}} x`, errJSON},
+		{`1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET / HTTP/1.1" 200 1`, errJSON},
+	} {
+		if err := p.parse([]byte(tt.line), &req); !errors.Is(err, tt.err) {
+			t.Errorf("%.60q: got %v, want %v", tt.line, err, tt.err)
+		}
+	}
+}
+
 // TestParseIstio reads lines of Istio's default format: the downstream
 // address is the connection's, and the address Envoy appended to
 // X-Forwarded-For for it is not part of the header the request came with.
@@ -450,6 +490,16 @@ func FuzzParseEnvoy(f *testing.F) {
 			if p.parse(line, &req) == nil {
 				checkParsed(t, &req)
 			}
+		}
+	})
+}
+
+func FuzzParseCaddy(f *testing.F) {
+	f.Add([]byte(`{"level":"info","ts":1795721148.4294543,"logger":"http.log.access.log0","msg":"handled request","request":{"remote_ip":"127.0.0.1","remote_port":"49776","proto":"HTTP/1.1","method":"GET","host":"h:8080","uri":"/api/a%20b?x=1","headers":{"User-Agent":["ua \"x\""],"X-Forwarded-For":["1.2.3.4","5.6.7.8"]}},"duration":0.00002,"size":2,"status":200}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		var req Request
+		if newCaddyParser().parse(line, &req) == nil {
+			checkParsed(t, &req)
 		}
 	})
 }

@@ -175,6 +175,8 @@ func newParser(f Format, fields JSONFields) (lineParser, error) {
 		return envoyParser{}, nil
 	case Istio:
 		return envoyParser{layout: &istioDefault}, nil
+	case Caddy:
+		return newCaddyParser(), nil
 	}
 	return nil, fmt.Errorf("%w: unknown log format %v", ErrUsage, f)
 }

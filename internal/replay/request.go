@@ -27,9 +27,11 @@ const (
 	// Istio is the default access log format of Istio's proxies (Envoy's
 	// with the downstream address and other fields), since Istio 1.9.
 	Istio
+	// Caddy is Caddy's JSON access log.
+	Caddy
 )
 
-var formatNames = [...]string{Combined: "combined", JSON: "json", Envoy: "envoy", Istio: "istio"}
+var formatNames = [...]string{Combined: "combined", JSON: "json", Envoy: "envoy", Istio: "istio", Caddy: "caddy"}
 
 // String returns the format's name, as ParseFormat takes it.
 func (f Format) String() string {
@@ -43,7 +45,7 @@ func (f Format) String() string {
 // in the order of the Format constants.
 func FormatNames() []string { return formatNames[:] }
 
-// ParseFormat parses "combined", "json", "envoy" or "istio".
+// ParseFormat parses a format's name: "combined", "json", "envoy", "istio" or "caddy".
 func ParseFormat(s string) (Format, error) {
 	for i, n := range formatNames {
 		if s == n {
@@ -57,7 +59,7 @@ func ParseFormat(s string) (Format, error) {
 var ErrUsage = errors.New("replay: bad usage")
 
 // maxHeaders is the most request headers a log line gives a request.
-const maxHeaders = 16
+const maxHeaders = 64
 
 // Request is one log line's request as a parser finds it. Its byte slices
 // point into the line, or into the parser's scratch space, and are valid
