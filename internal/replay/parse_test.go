@@ -30,6 +30,8 @@ func TestParseCombined(t *testing.T) {
 			client: "203.0.113.7", method: "GET", target: "/a?b=1", ua: "curl/8.5.0", status: 200, time: at},
 		{name: "nginx main, with X-Forwarded-For", line: `10.0.0.2 - alice [10/Oct/2023:15:55:36 +0200] "POST /login HTTP/2.0" 429 0 "-" "Mozilla/5.0 (X11)" "198.51.100.9, 10.0.0.1"`,
 			client: "10.0.0.2", method: "POST", target: "/login", ua: "Mozilla/5.0 (X11)", xff: "198.51.100.9, 10.0.0.1", status: 429, time: at},
+		{name: "Traefik's CLF", line: `192.168.2.20 - - [10/Oct/2023:06:55:36 -0700] "GET /apache_pb.gif HTTP/1.1" 200 2326 "http://www.example.com/start.html" "Mozilla/4.08 [en] (Win98; I ;Nav)" 1 "Host-traefik.docker.localhost" "http://172.17.0.3:80" 5ms`,
+			client: "192.168.2.20", method: "GET", target: "/apache_pb.gif", ua: "Mozilla/4.08 [en] (Win98; I ;Nav)", status: 200, time: at},
 		{name: "common", line: `::1 - - [10/Oct/2023:13:55:36 +0000] "HEAD / HTTP/1.0" 304 -`,
 			client: "::1", method: "HEAD", target: "/", status: 304, time: at},
 		{name: "escapes", line: `1.2.3.4 - - [10/Oct/2023:13:55:36 +0000] "GET /q\x22x HTTP/1.1" 200 1 "-" "a \"b\" \\c"`,
