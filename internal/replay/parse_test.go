@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -531,4 +532,41 @@ func FuzzParseTime(f *testing.F) {
 		}
 		parseEpoch([]byte(s))
 	})
+}
+
+// TestByteOrderMark replays logs that begin with UTF-8's byte order mark,
+// as some tools write them: the mark is not part of the first line, whose
+// request is decided with the others of its client.
+func TestByteOrderMark(t *testing.T) {
+	cfg := loadTestConfig(t, "testdata/known.yaml")
+	for _, tt := range []struct {
+		format Format
+		line   func(sec int) string
+	}{
+		{Combined, func(sec int) string {
+			return fmt.Sprintf(`192.0.2.1 - - [20/Nov/2026:12:00:%02d +0000] "GET /sl/x HTTP/1.1" 200 1`, sec)
+		}},
+		{JSON, func(sec int) string {
+			return fmt.Sprintf(`{"time":"2026-11-20T12:00:%02dZ","remote_addr":"192.0.2.1","request":"GET /sl/x HTTP/1.1"}`, sec)
+		}},
+	} {
+		t.Run(tt.format.String(), func(t *testing.T) {
+			log := "\xef\xbb\xbf"
+			for sec := range 11 { // one more than the sl rule's 10 a minute
+				log += tt.line(sec) + "\n"
+			}
+			rep, err := Run(context.Background(), Options{Config: cfg, Logs: []string{"-"}, Stdin: strings.NewReader(log), Format: tt.format})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Requests != 11 || rep.Unparsed != 0 {
+				t.Fatalf("requests %d, unparsed %d %v; want 11, 0", rep.Requests, rep.Unparsed, rep.UnparsedLines)
+			}
+			for _, rr := range rep.Rules {
+				if rr.Rule == "sl" && (rr.Clients != 1 || rr.Limited != 1) {
+					t.Errorf("rule sl: %d clients, %d limited; want 1 client, 1 limited", rr.Clients, rr.Limited)
+				}
+			}
+		})
+	}
 }

@@ -54,6 +54,11 @@ func openLog(path string, stdin io.Reader) (*lineReader, error) {
 		zr.Multistream(true)
 		br = bufio.NewReaderSize(zr, 256<<10)
 	}
+	// A byte order mark, as some tools begin a UTF-8 file with, is not
+	// part of the first line.
+	if bom, _ := br.Peek(3); bytes.Equal(bom, []byte{0xef, 0xbb, 0xbf}) {
+		br.Discard(3)
+	}
 	return &lineReader{name: name, br: br, closer: closer}, nil
 }
 
