@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -42,8 +43,8 @@ func (f Format) String() string {
 }
 
 // FormatNames returns the names of the formats, as ParseFormat takes them,
-// in the order of the Format constants.
-func FormatNames() []string { return formatNames[:] }
+// in the order of the Format constants, in a slice of the caller's.
+func FormatNames() []string { return slices.Clone(formatNames[:]) }
 
 // ParseFormat parses a format's name: "combined", "json", "envoy", "istio" or "caddy".
 func ParseFormat(s string) (Format, error) {
@@ -198,16 +199,18 @@ func escapesComplete(p []byte) bool {
 		if p[i] != '%' {
 			continue
 		}
-		if i+2 >= len(p) || !isHex(p[i+1]) || !isHex(p[i+2]) {
+		if i+2 >= len(p) {
+			return false
+		}
+		if _, ok := unhex(p[i+1]); !ok {
+			return false
+		}
+		if _, ok := unhex(p[i+2]); !ok {
 			return false
 		}
 		i += 2
 	}
 	return true
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 func isToken(b []byte) bool {
