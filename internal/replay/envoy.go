@@ -134,22 +134,21 @@ func (p envoyParser) parse(line []byte, req *Request) error {
 	if lay.downstream >= 0 {
 		down = fields[lay.downstream]
 	}
-	if len(down) > 0 {
-		// The connection's address is logged. Envoy appended it to
-		// X-Forwarded-For when it uses the remote address: the rest is the
-		// header as the request came.
+	// Envoy appends the connection's address to X-Forwarded-For when it
+	// uses the remote address: the rest is the header as the request came.
+	last, sent := splitLast(xff)
+	switch {
+	case len(down) > 0:
+		// The connection's address is logged; the header's last address
+		// is one Envoy appended only if it is that one.
 		req.Client = down
-		if last, sent := splitLast(xff); bytes.Equal(last, hostOf(down)) {
-			xff = sent
+		if !bytes.Equal(last, hostOf(down)) {
+			sent = trimSpace(xff)
 		}
-		req.addHeader("X-Forwarded-For", trimSpace(xff))
-	} else if len(xff) > 0 {
-		// The last address of X-Forwarded-For is the connection's, which
-		// Envoy appended; the rest is the header as the request came.
-		last, sent := splitLast(xff)
+	case len(xff) > 0:
 		req.Client = last
-		req.addHeader("X-Forwarded-For", trimSpace(sent))
 	}
+	req.addHeader("X-Forwarded-For", sent)
 	req.addHeader("User-Agent", fields[lay.ua])
 	req.addHeader("X-Request-Id", fields[lay.id])
 	req.Host = fields[lay.authority]
